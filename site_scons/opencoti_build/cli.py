@@ -1,0 +1,23 @@
+"""`opencoti-build` (or `python -m opencoti_build`): inspect, verify and pin built artifacts."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module, function, one-line help); each function takes the parsed argv tail.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "inspect": ("opencoti_build.inspect", "main", "print architectures, symbols and entries of a DSO or host binary"),
+    "verify": ("opencoti_build.verify", "main", "check a .llamafile artifact against its MANIFEST.json"),
+    "pin": ("opencoti_build.verify", "pin_main", "print the vendors/pin/embedder.txt line for an artifact"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="opencoti-build", description=__doc__)
+    parser.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[2]}" for k, v in sorted(COMMANDS.items())))
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(argv)
+    module_name, function, _ = COMMANDS[ns.command]
+    return int(getattr(importlib.import_module(module_name), function)(ns.args) or 0)
