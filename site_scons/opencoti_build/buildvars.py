@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from SCons.Variables import BoolVariable, PathVariable, Variables
+from SCons.Variables import BoolVariable, Variables
 
 PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_SRC = "vendors/sources/llamafile"
@@ -44,6 +44,7 @@ def declare(variables: Variables) -> None:
     """Add every variable of the build to ``variables``."""
     variables.AddVariables(
         ("SRC", "llamafile source tree (llamafile-0.10 layout)", DEFAULT_SRC),
+        BoolVariable("VERBOSE", "print whole command lines instead of one short line per step", False),
         ("COSMOCC", "cosmocc toolchain dir (bin/cosmocc, bin/cosmoc++, bin/ar.ape); empty: the gcc-based stand-in",
          _env_default("OPENCOTI_COSMOCC", "")),
         ("MODE", "cosmocc MODE (selects its runtime libraries)", ""),
@@ -74,10 +75,24 @@ def declare(variables: Variables) -> None:
     )
 
 
+class SourceTreeError(ValueError):
+    """SRC names no usable llamafile tree."""
+
+
 def source_tree(env: Mapping[str, Any]) -> str:
-    """Absolute path of SRC (relative paths are from the project root)."""
+    """Absolute path of SRC (relative paths are from the project root), checked for use by cosmocc."""
     src = Path(env["SRC"])
-    return str(src if src.is_absolute() else PROJECT / src)
+    src = src if src.is_absolute() else PROJECT / src
+    if not (src / "llamafile" / "version.h").is_file():
+        hint = ("run `git submodule update --init` (or `scons apply`)" if env["SRC"] == DEFAULT_SRC
+                else "point SRC= at a llamafile checkout")
+        raise SourceTreeError(f"no llamafile source tree at {src} (looked for llamafile/version.h); {hint}")
+    if " " in str(src):
+        raise SourceTreeError(f"SRC path {src} contains a space, which cosmocc refuses in any argument; "
+                              "move the tree or reach it through a symlink without spaces")
+    if "$" in str(src):
+        raise SourceTreeError(f"SRC path {src} contains '$', which SCons would expand; rename the directory")
+    return str(src)
 
 
 def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -> dict[str, str]:

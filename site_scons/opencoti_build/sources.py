@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LLAMA = "llama.cpp"
+CXX_SUFFIXES: tuple[str, ...] = (".cpp", ".cc", ".cxx")
 
 # The ggml core every self-contained DSO compiles into itself (cosmo_dlopen cannot resolve
 # symbols from the host process) and the host binary links. ggml.c's type_traits table points at
@@ -244,3 +245,10 @@ PACKAGES: tuple[Package, ...] = HOST_PROGRAM.packages
 def core_sources(root: Path) -> list[str]:
     """The ggml core sources present in ``root``: the DSOs' self-contained copy."""
     return [s for s in GGML_CORE_SOURCES if (Path(root) / s).is_file()]
+
+
+# build/config.mk's defaults, applied to every fat compile; packages append to them.
+DEFAULT_CCFLAGS: tuple[str, ...] = ("-O2", "-g", "-fexceptions", "-ffunction-sections", "-fdata-sections", "-mclang")
+DEFAULT_CXXFLAGS: tuple[str, ...] = ("-frtti", "-std=gnu++23")
+DEFAULT_CPPFLAGS: tuple[str, ...] = ("-mcosmo", "-DGGML_MULTIPLATFORM", "-Wno-attributes", "-DLLAMAFILE_DEBUG")
+DEFAULT_IQUOTE: tuple[str, ...] = (".",)  # upstream's `-iquote.`: the tree root

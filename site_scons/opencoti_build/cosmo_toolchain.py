@@ -1,0 +1,61 @@
+"""Which cosmocc toolchain a build uses: a real one (COSMOCC=DIR) or the project's stand-in."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+SHIM_DIR = Path(__file__).resolve().parent.parent / "cosmocc_shim"
+TOOLS = ("cosmocc", "cosmoc++", "ar.ape")
+
+# TARGET_ARCH when the user gives none: upstream tunes for zen4; gcc 12 (the stand-in's compiler
+# on Debian bookworm) has no znver4, so the stand-in tunes for the newest zen it knows.
+DEFAULT_TARGET_ARCH = {
+    "cosmocc": ("-Xx86_64-mtune=znver4",),
+    "stand-in": ("-Xx86_64-mtune=znver3",),
+}
+
+
+class ToolchainError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    kind: str  # "cosmocc" or "stand-in"
+    root: Path
+
+    @property
+    def cc(self) -> str:
+        return str(self.root / "bin" / "cosmocc")
+
+    @property
+    def cxx(self) -> str:
+        return str(self.root / "bin" / "cosmoc++")
+
+    @property
+    def ar(self) -> str:
+        return str(self.root / "bin" / "ar.ape")
+
+    def x86_64_compiler(self, cxx: bool) -> str | None:
+        """The compiler behind the fat driver's x86-64 half (None: the stand-in's gcc/g++)."""
+        if self.kind == "stand-in":
+            return None
+        return str(self.root / "bin" / ("x86_64-unknown-cosmo-c++" if cxx else "x86_64-unknown-cosmo-cc"))
+
+    def describe(self) -> str:
+        if self.kind == "stand-in":
+            return f"cosmocc stand-in ({self.root}/bin: gcc + aarch64-linux-gnu-gcc; set COSMOCC=DIR for the real one)"
+        return f"cosmocc at {self.root}"
+
+
+def find_toolchain(cosmocc_dir: str) -> Toolchain:
+    if not cosmocc_dir:
+        return Toolchain("stand-in", SHIM_DIR)
+    root = Path(cosmocc_dir).expanduser().resolve()
+    missing = [t for t in TOOLS if not os.access(root / "bin" / t, os.X_OK)]
+    if missing:
+        raise ToolchainError(
+            f"COSMOCC={cosmocc_dir} has no executable bin/{missing[0]}; point COSMOCC at an unpacked cosmocc "
+            "release (the directory holding bin/cosmocc), or leave it empty for the stand-in")
+    return Toolchain("cosmocc", root)

@@ -1,0 +1,205 @@
+"""SCons tool: cosmocc fat objects, fat archives and fat program links.
+
+A fat compile writes ``X.o`` and ``.aarch64/X.o`` in one run of the driver; the emitter declares both
+as targets of that one action, so SCons cleans, caches and restores the pair together (CacheDir keys
+each target and counts a multi-target node a hit only when all its targets come back).
+
+Commands run from argument lists, never through a shell; a failed command leaves neither half of a
+pair behind.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import SCons.Action
+import SCons.Builder
+import SCons.Scanner
+import SCons.Subst
+import SCons.Util
+
+from opencoti_build import fatcc
+from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain
+from opencoti_build.sources import DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
+
+from opencoti_build.sources import CXX_SUFFIXES
+HEADER_SUFFIXES = [".c", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inc", ".inl", ".cuh", ".cu", ".def"]
+
+
+class IncludeScanner(SCons.Scanner.ClassicCPP):
+    """gcc's search order: ``"x"`` looks in the file's dir, then -iquote, -I, -isystem; ``<x>`` skips -iquote.
+
+    The path function returns ``(n_quote_only, *dirs)``: the first n dirs are the -iquote ones.
+    """
+
+    @staticmethod
+    def find_include(include, source_dir, path):
+        n_quote = path[0] if path else 0
+        dirs = tuple(path[1:])
+        delimiter, name = SCons.Util.to_str(include[0]), SCons.Util.to_str(include[1])
+        search = (source_dir,) + dirs if delimiter == '"' else dirs[n_quote:]
+        return SCons.Node.FS.find_file(name, search), SCons.Util.silent_intern(name)
+
+
+def _scan_path(env, dir=None, target=None, source=None, argument=None):
+    quote = tuple(env.Dir(p) for p in env.get("IQUOTEPATH", []))
+    rest = tuple(env.Dir(p) for p in list(env.get("CPPPATH", [])) + list(env.get("ISYSTEMPATH", [])))
+    return (len(quote),) + quote + rest
+
+
+def include_scanner() -> IncludeScanner:
+    scanner = IncludeScanner(
+        "FatIncludeScanner", HEADER_SUFFIXES, "IQUOTEPATH",
+        r'^[ \t]*#[ \t]*(?:include|import)[ \t]*(<|")([^>"]+)(>|")',
+    )
+    scanner.path_function = _scan_path
+    return scanner
+
+
+def _dir_flags(flag: str, dirs) -> list:
+    # Literal: a path is an argument, never re-substituted by SCons ('$' or spaces stay as they are).
+    out = []
+    for d in dirs or ():
+        out += [flag, SCons.Subst.Literal(str(d))]
+    return out
+
+
+def _is_cxx(source) -> bool:
+    return str(source).endswith(CXX_SUFFIXES)
+
+
+def _argv(env, command_var: str, target, source) -> list[str]:
+    lines = env.subst_list("$" + command_var, SCons.Subst.SUBST_CMD, target=target, source=source)
+    return [str(arg) for arg in lines[0]] if lines else []
+
+
+def _remove(paths) -> None:
+    for path in paths:
+        try:
+            os.unlink(str(path))
+        except FileNotFoundError:
+            pass
+
+
+def _run_argv(target, source, env, command_var: str) -> int:
+    argv = _argv(env, command_var, target, source)
+    proc = subprocess.run(argv, env=env["ENV"])
+    if proc.returncode != 0:
+        _remove(target)  # neither half of a pair may be taken as up to date later
+    return proc.returncode
+
+
+def _fat_compile(target, source, env):
+    return _run_argv(target, source, env, "FATCXXCOM" if _is_cxx(source[0]) else "FATCCCOM")
+
+
+def _fat_compile_str(target, source, env):
+    if env.get("VERBOSE"):
+        return " ".join(_argv(env, "FATCXXCOM" if _is_cxx(source[0]) else "FATCCCOM", target, source))
+    return f"FATCC {target[0]} (+ .aarch64)"
+
+
+def _fat_object_emitter(target, source, env):
+    x86 = target[0]
+    cxx = _is_cxx(source[0])
+    driver = "cosmoc++" if cxx else "cosmocc"
+    x86_compiler = env["FAT_TOOLCHAIN"].x86_64_compiler(cxx)
+    env.CompileDbEntry(x86, source[0], "FATCXXCOM" if cxx else "FATCCCOM",
+                       lambda argv: fatcc.x86_64_compile_command(driver, argv[1:], x86_compiler))
+    return [x86, x86.dir.Dir(".aarch64").File(x86.name)], source
+
+
+def _twin_sources_emitter(target, source, env):
+    """Links and archives read both halves: depend on every twin so a missing one is rebuilt."""
+    twins = []
+    for node in source:
+        path = str(node)
+        if path.endswith((".o", ".a")) and "/.aarch64/" not in path:
+            twins.append(node.dir.Dir(".aarch64").File(node.name))
+    return target, list(source) + twins
+
+
+def _x86_inputs(source) -> list[str]:
+    return [str(s) for s in source if "/.aarch64/" not in str(s)]
+
+
+def _fat_archive(target, source, env):
+    _remove(target)  # ar r updates in place: start empty so removed members don't linger
+    for out, inputs in ((target[0], _x86_inputs(source)), (target[1], [fatcc.twin(s) for s in _x86_inputs(source)])):
+        os.makedirs(os.path.dirname(str(out)), exist_ok=True)
+        argv = [env.subst("$FATAR"), "rcsD", str(out), *inputs]
+        if subprocess.run(argv, env=env["ENV"]).returncode != 0:
+            _remove(target)
+            return 1
+    return 0
+
+
+def _fat_archive_emitter(target, source, env):
+    target, source = _twin_sources_emitter(target, source, env)
+    return [target[0], target[0].dir.Dir(".aarch64").File(target[0].name)], source
+
+
+def _fat_link_emitter(target, source, env):
+    target, source = _twin_sources_emitter(target, source, env)
+    out = target[0]
+    return [out, out.dir.File(out.name + ".com.dbg"), out.dir.File(out.name + ".aarch64.elf")], source
+
+
+def _fat_link(target, source, env):
+    # Archives are searched once, in order: a group lets their cross references resolve.
+    argv = [env.subst("$FATLINK"), *_argv(env, "FATLINKFLAGS", target, source), "-o", str(target[0]),
+            "-Wl,--start-group", *_x86_inputs(source), "-Wl,--end-group", *_argv(env, "FATLIBS", target, source)]
+    proc = subprocess.run(argv, env=env["ENV"])
+    if proc.returncode != 0:
+        _remove(target)
+    return proc.returncode
+
+
+def _print_toolchain_once(env) -> None:
+    if not env.get("_FAT_TOOLCHAIN_SAID"):
+        print(f"toolchain: {env['FAT_TOOLCHAIN'].describe()}")
+        env["_FAT_TOOLCHAIN_SAID"] = True
+
+
+def generate(env) -> None:
+    env.Tool("compiledb")
+    toolchain = find_toolchain(env.get("COSMOCC", ""))
+    env["FAT_TOOLCHAIN"] = toolchain
+    env.SetDefault(
+        FATCC=toolchain.cc, FATCXX=toolchain.cxx, FATAR=toolchain.ar, FATLINK=toolchain.cxx,
+        FATCCFLAGS=list(DEFAULT_CCFLAGS), FATCXXFLAGS=list(DEFAULT_CXXFLAGS), FATCPPFLAGS=list(DEFAULT_CPPFLAGS),
+        FAT_TARGET_ARCH=list(DEFAULT_TARGET_ARCH[toolchain.kind]), FATEXTRAFLAGS=[],
+        IQUOTEPATH=[], CPPPATH=[], ISYSTEMPATH=[], CPPDEFINES=[], FATLINKFLAGS=[], FATLIBS=[],
+        CPPDEFPREFIX="-D", CPPDEFSUFFIX="",
+    )
+    env["_fat_dir_flags"] = _dir_flags
+    env["_FATINCFLAGS"] = ("${_fat_dir_flags('-iquote', IQUOTEPATH)} ${_fat_dir_flags('-I', CPPPATH)} "
+                           "${_fat_dir_flags('-isystem', ISYSTEMPATH)}")
+    common = "$FATCPPFLAGS $_FATINCFLAGS $_CPPDEFFLAGS $FATCCFLAGS"
+    env["FATCCCOM"] = f"$FATCC {common} $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
+    env["FATCXXCOM"] = f"$FATCXX {common} $FATCXXFLAGS $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
+
+    compile_action = SCons.Action.Action(
+        _fat_compile, _fat_compile_str, varlist=["FATCCCOM", "FATCXXCOM"])
+    env["BUILDERS"]["FatObject"] = SCons.Builder.Builder(
+        action=compile_action, emitter=_fat_object_emitter, source_scanner=include_scanner(),
+        suffix=".o", single_source=True)
+    env["BUILDERS"]["FatLibrary"] = SCons.Builder.Builder(
+        action=SCons.Action.Action(_fat_archive, "FATAR ${TARGETS[0]} (+ .aarch64)", varlist=["FATAR"]),
+        emitter=_fat_archive_emitter)
+    env["BUILDERS"]["FatProgram"] = SCons.Builder.Builder(
+        action=SCons.Action.Action(_fat_link, "FATLINK ${TARGETS[0]} (+ .com.dbg, .aarch64.elf)",
+                                   varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS"]),
+        emitter=_fat_link_emitter)
+    env["BUILDERS"]["Gperf"] = SCons.Builder.Builder(
+        action=SCons.Action.Action([["gperf", "--output-file=$TARGET", "$SOURCE"]], "GPERF $TARGET"),
+        suffix=".c", src_suffix=".gperf", single_source=True)
+    env.AddMethod(_print_toolchain_once, "SayToolchain")
+
+
+def exists(env) -> bool:
+    try:
+        find_toolchain(env.get("COSMOCC", ""))
+    except ValueError:
+        return False
+    return True
