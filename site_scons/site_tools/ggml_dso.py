@@ -131,11 +131,6 @@ def _warn_shadow(target: list[Any], source: list[Any], env: Any) -> None:
                          f"instead of it; delete it or copy the new one over it\n")
 
 
-def _compile_db_entry(env: Any, obj: Any, src: Any, com: str) -> None:
-    if hasattr(env, "CompileDbEntry"):
-        env.CompileDbEntry(obj, src, env.subst(com, target=obj, source=src))
-
-
 def ggml_core_objects(env: Any) -> list[Any]:
     key = (env["SRC"], env["BUILD_DIR"])
     if key not in _core_objects:
@@ -152,7 +147,8 @@ def ggml_core_objects(env: Any) -> list[Any]:
             # keep the extension in the object name: ggml.c and ggml.cpp both exist upstream
             obj = core.SharedObject(os.path.join(env["BUILD_DIR"], "backends", "ggml-core", rel + ".o"),
                                     os.path.join(env["SRC"], rel))
-            _compile_db_entry(core, obj, os.path.join(env["SRC"], rel), "$SHCCCOM" if rel.endswith(".c") else "$SHCXXCOM")
+            if hasattr(core, "CompileDbEntry"):  # the compiledb tool is loaded
+                core.CompileDbEntry(obj[0], obj[0].sources[0], "SHCCCOM" if rel.endswith(".c") else "SHCXXCOM")
             objects.extend(obj)
         _core_objects[key] = objects
     return list(_core_objects[key])

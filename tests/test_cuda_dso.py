@@ -1,0 +1,141 @@
+"""`scons cuda` for real (nvcc 13, two archs) on the miniature tree: outputs, verification, bad input."""
+from __future__ import annotations
+
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import MINI_TREE, scons
+
+from opencoti_build import nvfatbin
+
+NVCC_ROOT = Path("/usr/local/cuda-13.0")
+pytestmark = pytest.mark.skipif(not (NVCC_ROOT / "bin" / "nvcc").exists(), reason="needs nvcc 13")
+ARCHS = "CUDA_ARCHS=75,120f"  # two archs keep nvcc fast on a small machine
+VERSION = "0.10.3"
+
+
+def dso_path(build: Path) -> Path:
+    return build / "vendors-dist" / "llamafile" / "cuda" / VERSION / "ggml-cuda.so"
+
+
+def mirror_path(build: Path) -> Path:
+    return build / "home" / ".llamafile" / "v" / VERSION / "ggml-cuda.so"
+
+
+def nvcc_compiles(stdout: str) -> list[str]:
+    """The source files of the nvcc -c commands a build ran."""
+    return sorted(Path(line.split()[-1]).name for line in stdout.splitlines() if "/nvcc -c " in line)
+
+
+def cuda_build(src: Path, build: Path, *extra: str, check: bool = True):
+    return scons(f"SRC={src}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, *extra, "cuda", build=build, check=check)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    build = tmp_path_factory.mktemp("cuda")
+    (build / "home").mkdir()
+    (build / "home" / "ggml-cuda.so").write_bytes(b"an old manual cuda.sh build\n")
+    return build, cuda_build(MINI_TREE, build)
+
+
+def test_dso_holds_the_requested_archs_and_entry_points(built) -> None:
+    build, proc = built
+    dso = dso_path(build)
+    assert nvfatbin.arch_names(dso) == ["sm_120f", "sm_75"]
+    import lief
+
+    binary = lief.ELF.parse(str(dso))  # keep it alive: its symbols point into it
+    exported = {s.name for s in binary.dynamic_symbols if s.exported}
+    assert {"ggml_backend_cuda_init", "ggml_backend_cuda_reg", "ggml_row_size"} <= exported  # core linked in
+    assert not list(dso.parent.glob(".*unverified"))
+
+
+def test_sources_follow_the_selection_rules(built) -> None:
+    _, proc = built
+    # the mixed-type fattn-vec instance (an #error file) is left out; TinyBLAS is in
+    assert nvcc_compiles(proc.stdout) == [
+        "fattn-vec-instance-f16-f16.cu", "ggml-cuda.cu", "mmq-instance-q4_0.cu", "scale.cu", "tinyblas.cu"]
+
+
+def test_mirror_is_byte_identical_and_stale_home_copy_warns(built) -> None:
+    build, proc = built
+    assert mirror_path(build).read_bytes() == dso_path(build).read_bytes()
+    warns = [line for line in proc.stderr.splitlines() if "ggml-cuda.so differs" in line]
+    assert warns == [f"WARN: {build / 'home' / 'ggml-cuda.so'} differs from the ggml-cuda.so just built and may be "
+                     f"loaded instead of it; delete it or copy the new one over it"]
+
+
+def test_null_rebuild_does_nothing_and_a_fresh_home_copy_is_quiet(built) -> None:
+    build, _ = built
+    shutil.copyfile(dso_path(build), build / "home" / "ggml-cuda.so")
+    proc = cuda_build(MINI_TREE, build)
+    assert nvcc_compiles(proc.stdout) == []
+    assert "Linking" not in proc.stdout
+    assert "differs" not in proc.stderr
+
+
+def test_header_edit_rebuilds_exactly_its_includers(tree: Path, tmp_path: Path) -> None:
+    cuda_build(tree, tmp_path)
+    header = tree / "llama.cpp" / "ggml" / "src" / "ggml-cuda" / "common.cuh"
+    header.write_text(header.read_text() + "\n// edited\n")
+    proc = cuda_build(tree, tmp_path)
+    assert nvcc_compiles(proc.stdout) == [
+        "fattn-vec-instance-f16-f16.cu", "ggml-cuda.cu", "mmq-instance-q4_0.cu", "scale.cu"]
+
+
+def test_missing_core_source_fails_naming_the_symbol(tree: Path, tmp_path: Path) -> None:
+    # the seed's dlopen failure: ggml.c references a new core file's function, the core list lacks the file
+    ggml_src = tree / "llama.cpp" / "ggml" / "src"
+    (ggml_src / "ggml-turbo-quant.c").write_text("void dequantize_row_turbo2_0(void) {}\n")
+    with (ggml_src / "ggml.c").open("a") as fh:
+        fh.write("void dequantize_row_turbo2_0(void);\nvoid (*const ggml_turbo_ref)(void) = dequantize_row_turbo2_0;\n")
+    proc = cuda_build(tree, tmp_path, check=False)
+    assert proc.returncode != 0
+    assert ("ggml-cuda.so: undefined symbol dequantize_row_turbo2_0 provided by no DT_NEEDED library; add the ggml "
+            "core source defining it to GGML_CORE_SOURCES in site_scons/opencoti_build/sources.py") in proc.stderr
+    out_dir = dso_path(tmp_path).parent
+    assert not out_dir.exists() or sorted(p.name for p in out_dir.iterdir()) == []
+    assert not mirror_path(tmp_path).exists()
+
+
+def test_unknown_arch_fails_before_any_compile(tmp_path: Path) -> None:
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", "CUDA_ARCHS=75,99", "cuda", build=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if "error" in line] == [
+        "scons: error: CUDA_ARCHS: nvcc 13.0 cannot build sm_99 (it builds 75, 80, 86, 87, 88, 89, 90, 90a, 100, 100a, "
+        "100f, 103, 103a, 103f, 110, 110a, 110f, 120, 120a, 120f, 121, 121a, 121f); drop it or use a toolkit that has it"]
+    assert not (tmp_path / "out" / "backends").exists()
+
+
+def test_cuda_path_pointing_nowhere(tmp_path: Path) -> None:
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={tmp_path / 'nowhere'}", "cuda", build=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if "error" in line] == [
+        f"scons: error: CUDA_PATH={tmp_path / 'nowhere'} has no executable bin/nvcc; point it at a CUDA 12.x/13.x "
+        f"toolkit, or leave it empty to search /usr/local/cuda-12.6 and the usual places"]
+
+
+def test_broken_nvcc(tmp_path: Path) -> None:
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text("#!/bin/sh\necho 'libnvvm.so.4: cannot open shared object file' >&2\nexit 127\n")
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={tmp_path / 'cuda'}", "cuda", build=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if "error" in line] == [
+        f"scons: error: `{nvcc} --version` failed (exit status 127); the toolkit is broken: reinstall it or point "
+        f"CUDA_PATH elsewhere"]
+
+
+def test_host_build_reads_no_backend(tmp_path: Path) -> None:
+    log = tmp_path / "nvcc.log"
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexit 1\n")
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+    proc = scons("-n", f"SRC={MINI_TREE}", f"CUDA_PATH={tmp_path / 'cuda'}", build=tmp_path)
+    assert not log.exists()
+    assert "WARN" not in proc.stderr

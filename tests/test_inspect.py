@@ -1,0 +1,81 @@
+"""`opencoti-build inspect`: formats, link facts, CUDA archs and symbol families of real files."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT
+
+from opencoti_build import inspect
+
+NVCC = "/usr/local/cuda-13.0/bin/nvcc"
+BACKEND = r"""
+#include <cuda_runtime.h>
+template <int D> __global__ void kernel(float *x) { x[threadIdx.x] *= D; }
+template <int D> void dca_fused_case(float *x) { kernel<D><<<1, 32>>>(x); }
+template void dca_fused_case<64>(float *);
+template void dca_fused_case<128>(float *);
+void ggml_turbo_wht(float *x) { dca_fused_case<64>(x); }
+extern "C" void *ggml_backend_mini_init(void) { return nullptr; }
+extern "C" void *ggml_backend_mini_reg(void) { return nullptr; }
+"""
+
+
+@pytest.fixture(scope="module")
+def cuda_dso(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not Path(NVCC).exists():
+        pytest.skip("needs nvcc 13")
+    tmp = tmp_path_factory.mktemp("inspect")
+    (tmp / "mini.cu").write_text(BACKEND)
+    subprocess.run([NVCC, "--shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_75,code=sm_75",
+                    "-gencode", "arch=compute_121a,code=sm_121a", "-o", str(tmp / "ggml-mini.so"), str(tmp / "mini.cu")],
+                   check=True)
+    return tmp / "ggml-mini.so"
+
+
+def families(text: str) -> list[inspect.Family]:
+    return inspect.parse_families(text, "test")
+
+
+def test_dso_report(cuda_dso: Path) -> None:
+    fams = families("dca symbols dca_fused_case\nturbo symbols TURBO\nkv strings q6_0|turbo3\n")
+    lines = inspect.report(str(cuda_dso), fams)
+    assert lines[1] == "format: ELF64 X86_64 DYN"
+    assert "unresolved imports: none" in lines
+    assert "entry points: ggml_backend_mini_init, ggml_backend_mini_reg" in lines
+    assert "cuda archs: sm_121a, sm_75 (4 cubin, 0 ptx entries; compressed: no)" in lines
+    assert lines[-3:] == ["  dca              symbols  2", "  turbo            symbols  1", "  kv               strings  0"]
+    assert inspect.dso_architectures(cuda_dso) == ["sm_121a", "sm_75"]
+
+
+def test_ape_host_binary_counts_strings_only(tmp_path: Path) -> None:
+    ape = tmp_path / "llamafile"
+    ape.write_bytes(b"MZqFpD='\n\x00q6_0\x00turbo3\x00turbo3_tcq\x00turbo3x\x00dca-chunk-size\x00q6_0\x00")
+    fams = families("host-kv strings q6_0|turbo[2348]|turbo[23]_tcq|dca-chunk-size\nq6_0 symbols q6_0\n")
+    lines = inspect.report(str(ape), fams)
+    assert lines[1].startswith("format: APE")
+    # distinct whole runs: 'turbo3x' is no match, the second q6_0 is the same string
+    assert lines[-2:] == ["  host-kv          strings  4", "  q6_0             symbols  n/a (no ELF symbols; use a strings family)"]
+
+
+def test_project_pattern_file_parses() -> None:
+    names = [(f.name, f.method) for f in inspect.load_families()]
+    assert names[:4] == [("dca", "symbols"), ("turbo", "symbols"), ("tcq", "symbols"), ("q6_0", "symbols")]
+    assert ("host-kv-types", "strings") in names
+
+
+def test_bad_pattern_lines_are_named() -> None:
+    with pytest.raises(ValueError, match=r"test:2: expected '<name> symbols\|strings <regex>'"):
+        families("# comment\ndca nm dca_fused_case\n")
+    with pytest.raises(ValueError, match=r"test:1: bad regex '\(unclosed'"):
+        families("dca symbols (unclosed\n")
+
+
+def test_cli_dispatch(cuda_dso: Path, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "opencoti_build", "inspect", str(cuda_dso), str(tmp_path / "absent")],
+                          capture_output=True, text=True, cwd=PROJECT / "site_scons")
+    assert proc.returncode == 1
+    assert "entry points: ggml_backend_mini_init, ggml_backend_mini_reg" in proc.stdout
+    assert f"opencoti-build inspect: {tmp_path / 'absent'}: [Errno 2] No such file or directory" in proc.stdout
