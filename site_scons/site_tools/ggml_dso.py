@@ -9,7 +9,7 @@ API (after ``env.Tool('ggml_dso')``):
     Compiled once per build however many backends ask (the list is memoized per SRC/BUILD_DIR).
 
 ``env.GgmlDso(backend, objects, *, linker, link_flags=(), libs=(), static_runtime=..., archs=(),
-              arch_probe=None, lib_dirs=(), stub_dirs=()) -> Node``
+              arch_probe=None, lib_dirs=(), stub_dirs=(), entry_points=None) -> Node``
     Links ``objects`` + the core objects into
     ``$BACKEND_DIST_DIR/llamafile/<backend>/$LLAMAFILE_VERSION/ggml-<backend>.so`` and returns that node.
     - ``linker``: the driver that links (``'$NVCC'``, ``'$HIPCC'``, ``'g++'``).
@@ -20,10 +20,11 @@ API (after ``env.Tool('ggml_dso')``):
       ``'module:function'`` string) maps a DSO path to the names it holds, in the same spelling.
       The link fails if any asked-for name is missing.
     - ``lib_dirs``/``stub_dirs``: extra directories to resolve DT_NEEDED in (see opencoti_build.elfcheck).
+    - ``entry_points``: the symbols the DSO must export; default ``ggml_backend_<backend>_init``/``_reg``
+      (ggml-rocm.so, HIP-compiled from the CUDA sources, exports the ``cuda`` names and passes them).
     The link writes ``.ggml-<backend>.so.unverified`` beside the output; it is renamed to the output
     only after verification passes (SCons keeps failed outputs, and the packager and the mirror take
-    the output by name). Verification: every asked-for arch present, ``ggml_backend_<backend>_init``
-    and ``ggml_backend_<backend>_reg`` exported, every DT_NEEDED found, no undefined symbol that the
+    the output by name). Verification: every asked-for arch present, the entry points exported, every DT_NEEDED found, no undefined symbol that the
     DT_NEEDED closure leaves unresolved. It also defines:
     - the mirror ``$HOME/.llamafile/v/<ver>/ggml-<backend>.so`` (byte-identical copy; HOME from ``env['ENV']``),
     - the alias ``<backend>`` (output + mirror + a check, run on every build of the alias, that WARNs
@@ -63,7 +64,7 @@ def unverified_path(target_path: str) -> str:
     return os.path.join(head, f".{tail}.unverified")
 
 
-def entry_points(backend: str) -> tuple[str, str]:
+def default_entry_points(backend: str) -> tuple[str, str]:
     """The symbols llamafile's loader requires of ggml-<backend>.so."""
     return f"ggml_backend_{backend}_init", f"ggml_backend_{backend}_reg"
 
@@ -74,7 +75,8 @@ def _resolve_probe(probe: str) -> Callable[[str], Iterable[str]]:
 
 
 def verification_error(path: str, backend: str, archs: Sequence[str], arch_probe: str | None,
-                       lib_dirs: Sequence[str] = (), stub_dirs: Sequence[str] = ()) -> str | None:
+                       lib_dirs: Sequence[str] = (), stub_dirs: Sequence[str] = (),
+                       required: Sequence[str] = ()) -> str | None:
     """The first reason the linked DSO at ``path`` must not be published, or None."""
     name = f"ggml-{backend}.so"
     if archs and arch_probe:
@@ -87,7 +89,7 @@ def verification_error(path: str, backend: str, archs: Sequence[str], arch_probe
 
     binary = lief.ELF.parse(path)
     exported = {s.name for s in binary.dynamic_symbols if s.exported}
-    for symbol in entry_points(backend):
+    for symbol in required or default_entry_points(backend):
         if symbol not in exported:
             return f"{name} does not export {symbol}; llamafile cannot load it (is the backend source compiled in?)"
     report = elfcheck.link_report(path, lib_dirs, stub_dirs)
@@ -105,7 +107,7 @@ def _verify_and_publish(target: list[Any], source: list[Any], env: Any) -> None:
     final = target[0].get_abspath()
     staged = unverified_path(final)
     error = verification_error(staged, env["DSO_BACKEND"], list(env["DSO_ARCHS"]), env["DSO_ARCH_PROBE"] or None,
-                               list(env["DSO_LIB_DIRS"]), list(env["DSO_STUB_DIRS"]))
+                               list(env["DSO_LIB_DIRS"]), list(env["DSO_STUB_DIRS"]), list(env["DSO_ENTRY_POINTS"]))
     if error is not None:
         os.remove(staged)
         raise SCons.Errors.BuildError(node=target[0], errstr=error)
@@ -164,7 +166,8 @@ def _probe_name(arch_probe: str | Callable[[str], Iterable[str]] | None) -> str:
 def ggml_dso(env: Any, backend: str, objects: Sequence[Any], *, linker: str, link_flags: Sequence[str] = (),
              libs: Sequence[str] = (), static_runtime: Sequence[str] = GCC_STATIC_RUNTIME,
              archs: Sequence[str] = (), arch_probe: str | Callable[[str], Iterable[str]] | None = None,
-             lib_dirs: Sequence[str] = (), stub_dirs: Sequence[str] = ()) -> Any:
+             lib_dirs: Sequence[str] = (), stub_dirs: Sequence[str] = (),
+             entry_points: Sequence[str] | None = None) -> Any:
     version = env["LLAMAFILE_VERSION"]
     name = f"ggml-{backend}.so"
     output = os.path.join(env["BACKEND_DIST_DIR"], "llamafile", backend, version, name)
@@ -173,12 +176,13 @@ def ggml_dso(env: Any, backend: str, objects: Sequence[Any], *, linker: str, lin
         "Linking $TARGET",
     )
     verify = Action(_verify_and_publish, "Verifying $TARGET",
-                    varlist=["DSO_BACKEND", "DSO_ARCHS", "DSO_ARCH_PROBE", "DSO_LIB_DIRS", "DSO_STUB_DIRS"])
+                    varlist=["DSO_BACKEND", "DSO_ARCHS", "DSO_ARCH_PROBE", "DSO_LIB_DIRS", "DSO_STUB_DIRS",
+                             "DSO_ENTRY_POINTS"])
     dso = env.Command(
         output, list(objects) + ggml_core_objects(env), [link, verify],
         DSO_BACKEND=backend, DSO_LINKER=linker, DSO_LINKFLAGS=list(link_flags), DSO_LIBS=list(libs),
         DSO_STATIC_RUNTIME=list(static_runtime), DSO_ARCHS=list(archs), DSO_ARCH_PROBE=_probe_name(arch_probe),
-        DSO_LIB_DIRS=list(lib_dirs), DSO_STUB_DIRS=list(stub_dirs),
+        DSO_LIB_DIRS=list(lib_dirs), DSO_STUB_DIRS=list(stub_dirs), DSO_ENTRY_POINTS=list(entry_points or ()),
     )
     mirror = env.Command(
         os.path.join(env["ENV"]["HOME"], ".llamafile", "v", version, name), dso,
