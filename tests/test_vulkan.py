@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import scons
+from SCons.Environment import Environment
+
+from conftest import PROJECT, scons
 from opencoti_build import spirv
 
 pytestmark = pytest.mark.skipif(shutil.which("glslc") is None, reason="glslc not installed")
@@ -16,6 +18,7 @@ pytestmark = pytest.mark.skipif(shutil.which("glslc") is None, reason="glslc not
 VERSION = "0.10.3"
 SHADERS = ["add_f32", "add_u32", "copy", "scale_f32"]
 SHADER_DIR = "llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders"
+TOOLS = PROJECT / "site_scons" / "site_tools"
 
 
 def dso_path(build: Path) -> Path:
@@ -81,9 +84,17 @@ def test_glsl_syntax_error_is_one_line_and_leaves_no_dso(tree: Path, tmp_path: P
     assert not mirror_path(tmp_path).exists()
 
 
-def test_missing_glslc_skips_with_one_warning(tree: Path, tmp_path: Path) -> None:
-    proc = build_vulkan(tree, tmp_path, f"VULKAN_SDK={tmp_path / 'no-sdk'}")
-    warnings = [line for line in proc.stderr.splitlines() if line.startswith("WARN: vulkan skipped")]
-    assert warnings == [f"WARN: vulkan skipped: no glslc in VULKAN_SDK={tmp_path / 'no-sdk'}; "
-                        "install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"]
+def test_vulkan_sdk_without_glslc_is_one_error_line(tree: Path, tmp_path: Path) -> None:
+    sdk = tmp_path / "no-sdk"
+    proc = build_vulkan(tree, tmp_path, f"VULKAN_SDK={sdk}", check=False)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if "VULKAN_SDK" in line] == [
+        f"scons: error: VULKAN_SDK={sdk} has no executable bin/glslc; point it at a Vulkan SDK "
+        "or leave it empty to use glslc on PATH"]
     assert not dso_path(tmp_path).exists()
+
+
+def test_no_glslc_on_path_is_a_reason_to_skip(tmp_path: Path) -> None:
+    env = Environment(tools=[], toolpath=[str(TOOLS)], VULKAN_SDK="", ENV={"PATH": str(tmp_path)})
+    env.Tool("glslc")
+    assert env.ProbeVulkan() == "no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"

@@ -35,7 +35,7 @@ PROBE_TIMEOUT_S = 60
 BYTES_PER_LINE = 16
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-_PROBES: dict[str, "GlslcToolchain | str"] = {}
+_PROBES: dict[str, "GlslcToolchain | str"] = {}  # a str: why that glslc is unusable
 
 
 @dataclass(frozen=True)
@@ -48,19 +48,29 @@ class GlslcToolchain:
         return f"glslc ({self.version}) at {self.glslc}"
 
 
-def _locate(env: Environment) -> tuple[str | None, str]:
+class VulkanToolchainError(ValueError):
+    """VULKAN_SDK names no glslc, or the glslc found is broken (one-line message)."""
+
+
+def _locate(env: Environment) -> str | None:
+    """glslc's path, or None; an explicit VULKAN_SDK without bin/glslc raises (a mistake, not an absence)."""
     sdk = env.subst("$VULKAN_SDK")
     if sdk:
         candidate = os.path.join(sdk, "bin", "glslc")
-        return (candidate if os.access(candidate, os.X_OK) else None), f"VULKAN_SDK={sdk}"
-    return shutil.which("glslc", path=env["ENV"].get("PATH")), "PATH"
+        if not os.access(candidate, os.X_OK):
+            raise VulkanToolchainError(f"VULKAN_SDK={sdk} has no executable bin/glslc; point it at a Vulkan SDK "
+                                       f"or leave it empty to use glslc on PATH")
+        return candidate
+    return shutil.which("glslc", path=env["ENV"].get("PATH"))
 
 
 def probe_vulkan(env: Environment) -> GlslcToolchain | str:
-    """glslc (memoized per path), or a one-line reason there is none. Sets ``GLSLC`` on success."""
-    glslc, searched = _locate(env)
+    """glslc (memoized per path), or the reason there is none (for a WARN). Sets ``GLSLC``.
+
+    Raises VulkanToolchainError for an explicit VULKAN_SDK without glslc and for a broken glslc."""
+    glslc = _locate(env)
     if glslc is None:
-        return f"no glslc in {searched}; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"
+        return "no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"
     if glslc not in _PROBES:
         try:
             run = subprocess.run([glslc, "--version"], env=env["ENV"], capture_output=True, text=True,
@@ -71,8 +81,9 @@ def probe_vulkan(env: Environment) -> GlslcToolchain | str:
         except (OSError, subprocess.TimeoutExpired) as exc:
             _PROBES[glslc] = f"{glslc} could not be run ({exc})"
     found = _PROBES[glslc]
-    if isinstance(found, GlslcToolchain):
-        env["GLSLC"] = found.glslc
+    if isinstance(found, str):
+        raise VulkanToolchainError(found)
+    env["GLSLC"] = found.glslc
     return found
 
 
