@@ -1,0 +1,129 @@
+"""SCons glue over opencoti_build.packaging: env.LlamafileArtifact(...) and env.LlamafileVerify(...).
+
+Every input is either a file node (content-tracked) or part of a Value node, so an artifact is
+rewritten only when something it is made of changes; the manifest has its own Value (git commit,
+patch series, toolchains) and is rewritten alone when only those change.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import SCons.Errors
+from SCons.Script import Action
+
+from opencoti_build import manifest as manifests
+from opencoti_build import packaging, verify, versioning
+from opencoti_build.manifest import Identity
+
+_MODULES = Path(packaging.__file__).parent
+# the modules whose code decides the artifact's bytes / the manifest's: a change in them repackages
+ARTIFACT_CODE = ("zipappend.py", "zipstore.py", "embed_args.py", "gguf_model.py", "host_strings.py", "packaging.py")
+MANIFEST_CODE = ("manifest.py",)
+
+
+def _spec_contents(spec: dict) -> packaging.Contents:
+    return packaging.Contents(
+        host=Path(spec["host"]),
+        dsos={b: Path(p) for b, p in spec["dsos"].items()},
+        model=Path(spec["model"]) if spec["model"] else None,
+        args_file=Path(spec["args"]) if spec["args"] else None,
+    )
+
+
+def _write_artifact(target, source, env):
+    spec = json.loads(source[-1].read())
+    contents = _spec_contents(spec)
+    try:
+        packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"])
+    except packaging.ERRORS as exc:
+        raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    extra = {
+        "host": contents.host.name,
+        "dsos": {b: p.name for b, p in contents.dsos.items()},
+        "dsoPaths": {b: str(p) for b, p in contents.dsos.items()},
+        "model": None if contents.model is None else {"name": contents.model.name, "ggufVersion": packaged.gguf_version},
+        "args": packaged.args_text,
+    }
+    Path(target[1].abspath).write_text(packaging.record_json(packaged.result, extra), encoding="utf-8")
+    return 0
+
+
+def _write_manifest(target, source, env):
+    result, record = packaging.load_record(Path(source[0].abspath).read_text(encoding="utf-8"))
+    meta = json.loads(source[-1].read())
+    identity = Identity(**meta["identity"])
+    model = record["model"]
+    data = manifests.build(
+        result, identity, host_name=record["host"], host_prebuilt=meta["hostPrebuilt"], dsos=record["dsos"],
+        dso_archs={b: manifests.dso_architectures(p) for b, p in record["dsoPaths"].items()},
+        model=None if model is None else (model["name"], model["ggufVersion"]), args_text=record["args"],
+        patches=meta["patches"], toolchains=meta["toolchains"], epoch=meta["epoch"],
+    )
+    out = Path(target[0].abspath)
+    conflicts = manifests.tag_conflicts(out.parent, data)
+    if conflicts:
+        bump = versioning.next_tag(identity.tag)
+        bar = "!" * 78
+        sys.stderr.write(
+            f"{bar}\nWARNING: {identity.version_string} already names other bytes in {out.parent}: {'; '.join(conflicts)}\n"
+            f"WARNING: two different cuts must not share a version: bump vendors/llamafile/OPENCOTI_TAG "
+            f"from {identity.tag} to {bump}\n{bar}\n"
+        )
+    try:
+        manifests.write(out, data)
+    except manifests.ManifestError as exc:
+        raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    return 0
+
+
+def _verify(target, source, env):
+    failed = []
+    for node in source:
+        artifact = Path(node.abspath[: -len(manifests.MANIFEST_SUFFIX)])
+        report = verify.verify(artifact, Path(env["BACKEND_DIST_DIR"]), Path(env["ENV"]["HOME"]))
+        if verify.print_report(artifact, report):
+            failed.append(artifact.name)
+    if failed:
+        raise SCons.Errors.BuildError(errstr=f"verify: {', '.join(failed)} do(es) not match the manifest (FAIL lines above)")
+    return 0
+
+
+def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta: dict):
+    """Build ``artifact`` (+ ``record``) from the file nodes ``sources`` and ``spec``, then ``manifest`` from ``meta``.
+
+    ``spec``: host, dsos (backend -> path), model, args (paths or None), align, epoch.
+    ``meta``: identity (Identity fields), hostPrebuilt, patches, toolchains, epoch.
+    """
+    built = env.Command(
+        [artifact, record], list(sources) + [env.Value(json.dumps(spec, sort_keys=True))],
+        Action(_write_artifact, "PACKAGE $TARGET"),
+    )
+    env.Depends(built, [str(_MODULES / m) for m in ARTIFACT_CODE])
+    written = env.Command(
+        manifest, [built[1], env.Value(json.dumps(meta, sort_keys=True))],
+        Action(_write_manifest, "MANIFEST $TARGET"),
+    )
+    env.Depends(written, [built[0]] + [str(_MODULES / m) for m in MANIFEST_CODE])
+    # a failed or interrupted packaging must leave the previous artifact in place (SCons would
+    # otherwise delete targets before building them), and multi-GiB artifacts stay out of CacheDir
+    env.Precious(built + written)
+    env.NoCache(built + written)
+    return [built[0], written[0]]
+
+
+def LlamafileVerify(env, name, manifest_nodes):
+    """Alias ``name``: check each manifest's artifact; always runs (it reads, never writes)."""
+    alias = env.Alias(name, manifest_nodes, Action(_verify, "VERIFY ${SOURCES}"))
+    env.AlwaysBuild(alias)
+    return alias
+
+
+def generate(env):
+    env.AddMethod(LlamafileArtifact, "LlamafileArtifact")
+    env.AddMethod(LlamafileVerify, "LlamafileVerify")
+
+
+def exists(env):
+    return True

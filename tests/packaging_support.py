@@ -1,0 +1,39 @@
+"""Inputs for the packaging tests: real cosmopolitan executables (cosmo-file wheel) and GGUF models."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import cosmo_file
+import gguf
+import numpy as np
+
+COSMO_DATA = Path(cosmo_file.__file__).parent / "data"
+FILE_ELF = COSMO_DATA / "file.elf"  # cosmopolitan `file`: reads /zip/<entry> from its own zip store
+PLEDGE = COSMO_DATA / "pledge"  # a real APE (MZ + shell header), runs as `sh ./pledge -h`
+# A `file` magic rule that names a GGUF and its version: proves the runtime read the entry's bytes.
+GGUF_MAGIC = "0\tstring\tGGUF\tGGUF model\n>4\tulelong\tx\t\\b, version %d\n"
+
+
+def copy_exe(source: Path, dest: Path) -> Path:
+    shutil.copyfile(source, dest)
+    os.chmod(dest, 0o755)
+    return dest
+
+
+def write_gguf(path: Path, values: int = 16) -> Path:
+    """A small real GGUF (version 3) written by the gguf package."""
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_tensor("weights", np.arange(values, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=cwd, timeout=300)

@@ -1,0 +1,140 @@
+"""`scons package` / `scons verify` end to end, packaging prebuilt cosmopolitan executables (HOST=)."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import MINI_TREE, scons
+from packaging_support import FILE_ELF, PLEDGE, copy_exe, run, write_gguf
+
+from opencoti_build import versioning
+
+VERSION = versioning.llamafile_version(MINI_TREE)
+TAG = versioning.opencoti_tag(Path(__file__).resolve().parents[1] / "vendors" / "llamafile" / "OPENCOTI_TAG")
+ARCH = "x86_64"
+BARE = f"opencoti-llamafile-{VERSION}-{TAG}-{ARCH}.llamafile"
+EMBEDDER = f"opencoti-embedder-{VERSION}-{ARCH}.llamafile"
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    args = tmp_path / "in" / "strace.args"
+    args.parent.mkdir()
+    args.write_text("# options every cosmopolitan binary knows\n--strace\n--ftrace /zip/tiny.gguf\n")
+    return {
+        "pledge": copy_exe(PLEDGE, tmp_path / "in" / "pledge"),
+        "file": copy_exe(FILE_ELF, tmp_path / "in" / "file.elf"),
+        "model": write_gguf(tmp_path / "in" / "tiny.gguf"),
+        "args": args,
+    }
+
+
+def package(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return scons("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", *args, build=tmp_path / "b",
+                 home=tmp_path / "home", check=check)
+
+
+def dist(tmp_path: Path) -> Path:
+    return tmp_path / "b" / "dist" / "llamafile"
+
+
+def test_package_writes_both_artifacts_that_run_and_verify(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
+    out = dist(tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [BARE, BARE + ".MANIFEST.json", EMBEDDER, EMBEDDER + ".MANIFEST.json"])
+    for name in (BARE, EMBEDDER):
+        proc = run("sh", f"./{name}", "-h", cwd=out)  # Linux without binfmt_misc: launch through sh
+        assert "usage: pledge" in proc.stdout + proc.stderr
+        assert "No errors detected" in run("unzip", "-t", name, cwd=out).stdout
+    bare = json.loads((out / f"{BARE}.MANIFEST.json").read_text())
+    embedder = json.loads((out / f"{EMBEDDER}.MANIFEST.json").read_text())
+    assert bare["versionString"] == f"opencoti-{VERSION}-{TAG}" and bare["model"] is None and bare["args"] is None
+    assert bare["dsos"] == [] and bare["host"]["prebuilt"] is True and bare["patches"] == []
+    assert embedder["model"]["name"] == "tiny.gguf" and embedder["model"]["ggufVersion"] == 3
+    assert embedder["args"] == inputs["args"].read_text()
+    assert [e["name"] for e in embedder["entries"] if e["appended"]] == ["tiny.gguf", ".args"]
+    assert all(e["offset"] % 65536 == 0 for e in embedder["entries"] if e["appended"])
+
+    verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                     f"MODEL={inputs['model']}", f"ARGS={inputs['args']}", build=tmp_path / "b", home=tmp_path / "home")
+    assert f"OK: {out / BARE} matches {BARE}.MANIFEST.json" in verified.stdout
+    assert f"OK: {out / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout
+    assert "PACKAGE" not in verified.stdout  # verify found everything up to date
+
+
+def test_cosmopolitan_runtime_reads_the_embedded_model(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    args = tmp_path / "in" / "file.args"
+    args.write_text("-b /zip/tiny.gguf\n")  # `file -b`: an option file.elf has
+    package(tmp_path, f"HOST={inputs['file']}", f"MODEL={inputs['model']}", f"ARGS={args}")
+    artifact = dist(tmp_path) / EMBEDDER
+    proc = run(artifact, "/zip/tiny.gguf", "/zip/.args")
+    assert proc.returncode == 0 and "cannot open" not in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[1].startswith("/zip/.args:") and "text" in proc.stdout.splitlines()[1]
+
+
+def test_repackaging_happens_only_when_inputs_change_and_is_byte_identical(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    argv = (f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
+    package(tmp_path, *argv)
+    first = {p.name: p.read_bytes() for p in dist(tmp_path).iterdir()}
+    again = package(tmp_path, *argv)
+    assert "PACKAGE" not in again.stdout and "MANIFEST" not in again.stdout
+    for p in dist(tmp_path).iterdir():
+        p.unlink()
+    package(tmp_path, *argv)
+    assert {p.name: p.read_bytes() for p in dist(tmp_path).iterdir()} == first
+
+    write_gguf(inputs["model"], values=32)  # only the embedder holds the model
+    changed = package(tmp_path, *argv)
+    assert [line.split()[1] for line in changed.stdout.splitlines() if line.startswith("PACKAGE ")] == [
+        str(dist(tmp_path) / EMBEDDER)]
+
+
+def test_default_args_are_refused_by_a_host_without_the_patch_series(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
+    previous = (dist(tmp_path) / EMBEDDER).read_bytes()
+    proc = package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", check=False)
+    assert proc.returncode != 0
+    assert "the generated .args uses -m, --server" in proc.stderr and "--slot-initial-ctx" in proc.stderr
+    assert "opencoti patch series is not compiled into it" in proc.stderr
+    assert (dist(tmp_path) / EMBEDDER).read_bytes() == previous
+    assert not [p for p in dist(tmp_path).iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("model, complaint", [
+    ("absent.gguf", "no such file"), ("dir", "is a directory"), ("notgguf", "is not a GGUF file"),
+])
+def test_bad_model_is_refused_and_nothing_is_written(tmp_path: Path, inputs: dict[str, Path], model: str,
+                                                    complaint: str) -> None:
+    (tmp_path / "in" / "dir").mkdir()
+    (tmp_path / "in" / "notgguf").write_bytes(b"\x7fELF")
+    proc = package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={tmp_path / 'in' / model}",
+                   f"ARGS={inputs['args']}", check=False)
+    assert proc.returncode != 0
+    error = [line for line in proc.stderr.splitlines() if complaint in line]
+    assert len(error) == 1 and str(tmp_path / "in" / model) in error[0], proc.stderr
+    assert not (dist(tmp_path) / EMBEDDER).exists()
+
+
+def test_host_without_zip_store_is_refused(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    plain = tmp_path / "in" / "plain"
+    plain.write_bytes(b"\x7fELF" + bytes(4096))
+    proc = package(tmp_path, f"HOST={plain}", check=False)
+    assert proc.returncode != 0 and f"{plain}: no zip store" in proc.stderr
+    assert not (dist(tmp_path) / BARE).exists()
+
+
+def test_changed_host_under_the_same_tag_warns_loudly(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    package(tmp_path, f"HOST={inputs['pledge']}")
+    proc = package(tmp_path, f"HOST={inputs['file']}")
+    assert f"WARNING: opencoti-{VERSION}-{TAG} already names other bytes" in proc.stderr
+    assert f"bump vendors/llamafile/OPENCOTI_TAG from {TAG} to {versioning.next_tag(TAG)}" in proc.stderr
+    assert "(host binary)" in proc.stderr
+
+
+def test_args_without_model_is_refused(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    proc = package(tmp_path, f"HOST={inputs['pledge']}", f"ARGS={inputs['args']}", check=False)
+    assert proc.returncode != 0 and "needs MODEL=" in proc.stderr
+    assert not dist(tmp_path).exists()

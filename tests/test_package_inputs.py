@@ -1,0 +1,113 @@
+"""What packaging checks before writing: the GGUF model, the .args text, the host binary's strings."""
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from packaging_support import FILE_ELF, PLEDGE, write_gguf
+
+from opencoti_build import embed_args, gguf_model, host_strings
+from opencoti_build.embed_args import ArgsError
+from opencoti_build.gguf_model import ModelError
+
+
+def test_gguf_written_by_the_gguf_package_is_accepted(tmp_path: Path) -> None:
+    assert gguf_model.gguf_version(write_gguf(tmp_path / "m.gguf")) == 3
+
+
+@pytest.mark.parametrize("make, complaint", [
+    (lambda p: None, "no such file"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: p.write_bytes(b"PK\x03\x04 not a model"), "is not a GGUF file"),
+    (lambda p: p.write_bytes(b"GGU"), "is not a GGUF file"),
+    (lambda p: p.write_bytes(b"GGUF" + (7).to_bytes(4, "little") + bytes(16)), "GGUF version 7"),
+    (lambda p: p.write_bytes(b"GGUF" + (3).to_bytes(4, "big") + bytes(16)), "big-endian"),
+])
+def test_bad_models_are_refused_with_one_line(tmp_path: Path, make, complaint: str) -> None:
+    model = tmp_path / "model.gguf"
+    make(model)
+    with pytest.raises(ModelError, match=complaint) as caught:
+        gguf_model.gguf_version(model)
+    assert str(model) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_unreadable_model_is_refused(tmp_path: Path, monkeypatch) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+
+    def denied(*args, **kwargs):  # chmod 0 would not stop root, who runs these tests in CI
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+
+    monkeypatch.setattr(gguf_model, "open", denied, raising=False)
+    with pytest.raises(ModelError, match="m.gguf: cannot read: Permission denied"):
+        gguf_model.gguf_version(model)
+
+
+def test_default_args_match_build_embedder_args() -> None:
+    text = embed_args.default_args("qwen3-embedding-0.6b.gguf")
+    assert embed_args.parse_words(text) == [
+        "-m", "/zip/qwen3-embedding-0.6b.gguf", "--server", "--embedding", "--pooling", "last",
+        "--ctx-size", "16384", "--parallel", "2", "--slot-initial-ctx", "4096", "--slot-shrink-idle-ms", "30000",
+    ]
+
+
+def test_default_args_quote_a_model_name_with_spaces() -> None:
+    words = embed_args.parse_words(embed_args.default_args("my model.gguf"))
+    assert words[:2] == ["-m", "/zip/my model.gguf"]
+
+
+def test_args_parser_handles_comments_quotes_and_the_user_marker() -> None:
+    text = (
+        "# embedder defaults\n"
+        "-m '/zip/a b.gguf'   # the model\n"
+        "--pooling=last\n"
+        '--alias "x # not a comment"\n'
+        "-ngl -1\n"
+        "...\n"
+        "--server\n--server\n"
+    )
+    words = embed_args.parse_words(text)
+    assert words == ["-m", "/zip/a b.gguf", "--pooling=last", "--alias", "x # not a comment", "-ngl", "-1", "...",
+                     "--server", "--server"]
+    assert embed_args.options_used(words) == ["-m", "--pooling", "--alias", "-ngl", "--server"]
+    assert embed_args.zip_paths(words) == ["a b.gguf"]
+
+
+def test_unbalanced_quotes_are_refused() -> None:
+    with pytest.raises(ArgsError, match="ARGS=x: cannot parse"):
+        embed_args.parse_words("--alias 'oops\n", "ARGS=x")
+
+
+def test_host_strings_find_nul_terminated_options() -> None:
+    # cosmopolitan's runtime flags are in every cosmo binary; the embedder's options are not
+    assert host_strings.missing_strings(PLEDGE, ["--strace", "--ftrace", "--slot-initial-ctx"]) == ["--slot-initial-ctx"]
+    assert host_strings.missing_strings(FILE_ELF, ["-b", "--strace"]) == []
+
+
+def test_tail_merged_strings_count(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    # "-m" stored only as the tail of a longer literal, as the linker's string merging does
+    host.write_bytes(b"\x00\x01garbage\x00--model-dir\x00pre-m\x00--server\x00")
+    assert host_strings.missing_strings(host, ["-m", "--server", "--model", "--dir"]) == ["--model", "--dir"]
+
+
+def test_default_args_are_refused_by_a_host_without_the_patch_series() -> None:
+    with pytest.raises(ArgsError) as caught:
+        embed_args.check_against_host(embed_args.default_args("m.gguf"), PLEDGE, "the generated .args")
+    message = str(caught.value)
+    assert "--slot-initial-ctx" in message and "--slot-shrink-idle-ms" in message
+    assert "opencoti patch series is not compiled into it" in message and "\n" not in message
+
+
+def test_args_with_known_options_pass(tmp_path: Path) -> None:
+    assert embed_args.check_against_host("--strace\n# trace\n--ftrace\n", PLEDGE) == ["--strace", "--ftrace"]
+
+
+def test_host_version_string(tmp_path: Path) -> None:
+    host = tmp_path / "host"
+    host.write_bytes(b"\x00llamafile v0.10.3\x00")
+    assert host_strings.llamafile_version(host) == "0.10.3"
+    assert host_strings.llamafile_version(PLEDGE) is None
+    with pytest.raises(host_strings.HostError, match="cannot read"):
+        host_strings.llamafile_version(tmp_path / "absent")

@@ -1,0 +1,249 @@
+"""The zip-append writer against real cosmopolitan executables, unzip, and Python's zipfile."""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging_support import FILE_ELF, GGUF_MAGIC, PLEDGE, copy_exe, run, write_gguf
+
+from opencoti_build import zipappend
+from opencoti_build.zipappend import Entry, ZipAppendError, ZipStoreError, append, dos_datetime
+
+EPOCH = 1700000000
+
+
+def _entries(tmp_path: Path) -> list[Entry]:
+    model = write_gguf(tmp_path / "tiny.gguf")
+    (tmp_path / "gguf.magic").write_text(GGUF_MAGIC)
+    script = tmp_path / "hello.sh"
+    script.write_text("#!/bin/sh\necho hello\n")
+    script.chmod(0o755)
+    return [
+        Entry.file(model), Entry.file(tmp_path / "gguf.magic"), Entry.file(script, name="bin/hello.sh"),
+        Entry.blob(".args", b"--strace\n"),
+    ]
+
+
+def _assert_aligned(result: zipappend.AppendResult, align: int) -> None:
+    appended = [info for info in result.entries if info.appended]
+    assert appended
+    for info in appended:
+        assert info.data_offset % align == 0 and info.method == "stored", info
+
+
+def test_file_elf_reads_every_appended_entry(tmp_path: Path) -> None:
+    out = tmp_path / "file.com"
+    result = append(copy_exe(FILE_ELF, tmp_path / "base"), _entries(tmp_path), out, epoch=EPOCH)
+    os.chmod(out, 0o755)
+    proc = run(out, "-m", "/zip/gguf.magic", "/zip/tiny.gguf", "/zip/bin/hello.sh", "/zip/.args")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("GGUF model, version 3"), lines
+    assert "/zip/bin/hello.sh" in lines[1] and "cannot open" not in lines[1] and "invalid mode" not in lines[1]
+    assert lines[2].startswith("/zip/.args") and "text" in lines[2], lines
+    # the base's own entries stay readable where they were
+    zoneinfo = run(out, "/zip/usr/share/zoneinfo/CET")
+    assert "timezone data" in zoneinfo.stdout
+    _assert_aligned(result, zipappend.DEFAULT_ALIGN)
+
+
+def test_pledge_ape_still_runs_under_sh_and_readers_accept_it(tmp_path: Path) -> None:
+    base = copy_exe(PLEDGE, tmp_path / "pledge")
+    out = tmp_path / "pledge.com"
+    result = append(base, _entries(tmp_path), out, epoch=EPOCH)
+    proc = run("sh", f"./{out.name}", "-h", cwd=tmp_path)
+    assert "usage: pledge" in proc.stdout + proc.stderr
+    unzip = run("unzip", "-t", out)
+    assert unzip.returncode == 0 and "No errors detected" in unzip.stdout, unzip.stdout + unzip.stderr
+    with zipfile.ZipFile(out) as archive:
+        assert archive.testzip() is None
+        names = archive.namelist()
+        assert names == [r for r in zipfile.ZipFile(base).namelist()] + ["tiny.gguf", "gguf.magic", "bin/hello.sh", ".args"]
+        info = archive.getinfo("bin/hello.sh")
+        assert info.create_system == 3
+        assert info.external_attr >> 16 == stat.S_IFREG | 0o755
+        assert archive.getinfo(".args").external_attr >> 16 == stat.S_IFREG | 0o644
+        assert info.date_time == (2023, 11, 14, 22, 13, 20)
+        assert archive.read(".args") == b"--strace\n"
+    assert result.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert result.size == out.stat().st_size
+    assert result.base_sha256 == hashlib.sha256(base.read_bytes()).hexdigest()
+    assert out.read_bytes().startswith(base.read_bytes())  # the base's bytes are untouched
+
+
+@pytest.mark.parametrize("align", [1, 4096, 65536, 1 << 20])
+def test_data_offsets_are_aligned(tmp_path: Path, align: int) -> None:
+    out = tmp_path / "out"
+    result = append(PLEDGE, _entries(tmp_path), out, align=align)
+    _assert_aligned(result, align)
+    with open(out, "rb") as f, zipfile.ZipFile(out) as archive:
+        for info in result.entries:  # the offsets reported are where each entry's bytes really are
+            f.seek(info.data_offset)
+            if info.method == "stored":
+                assert f.read(info.size) == archive.read(info.name)
+            assert hashlib.sha256(archive.read(info.name)).hexdigest() == info.sha256
+
+
+def test_repackaging_is_byte_identical(tmp_path: Path) -> None:
+    entries = _entries(tmp_path)
+    first = append(PLEDGE, entries, tmp_path / "a", epoch=EPOCH)
+    os.utime(tmp_path / "tiny.gguf", (0, 0))  # mtimes and umask-dependent modes must not leak in
+    os.chmod(tmp_path / "gguf.magic", 0o600)
+    second = append(PLEDGE, _entries(tmp_path), tmp_path / "b", epoch=EPOCH)
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+    assert first.sha256 == second.sha256
+
+
+def test_dos_timestamps_are_clamped() -> None:
+    assert dos_datetime(0) == (1 << 5 | 1, 0)  # 1980-01-01 00:00:00
+    assert dos_datetime(EPOCH) == ((2023 - 1980) << 9 | 11 << 5 | 14, 22 << 11 | 13 << 5 | 10)
+    assert dos_datetime(2**40)[0] >> 9 == 2107 - 1980
+
+
+@pytest.mark.parametrize("name, complaint", [
+    ("/etc/passwd", "absolute"), ("C:/x", "absolute"), ("../x", "'..'"), ("a/../b", "'..'"),
+    ("a//b", "empty"), ("dir/", "empty"), ("", "empty"), ("a\\b", "backslash"),
+])
+def test_bad_names_are_refused(tmp_path: Path, name: str, complaint: str) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(ZipAppendError, match=complaint):
+        append(PLEDGE, [Entry.blob(name, b"x")], out)
+    assert not out.exists()
+
+
+def test_duplicates_are_refused_including_base_entries(tmp_path: Path) -> None:
+    with pytest.raises(ZipAppendError, match="given twice"):
+        append(PLEDGE, [Entry.blob("a", b"1"), Entry.blob("a", b"2")], tmp_path / "out")
+    with pytest.raises(ZipAppendError, match=r"'sandbox-x86_64.so' is already in .*pledge"):
+        append(PLEDGE, [Entry.blob("sandbox-x86_64.so", b"x")], tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dsos_get_bare_names(tmp_path: Path) -> None:
+    dso = tmp_path / "vendors" / "dist" / "llamafile" / "cuda" / "0.10.3" / "ggml-cuda.so"
+    dso.parent.mkdir(parents=True)
+    dso.write_bytes(b"\x7fELF" + bytes(100))
+    dso.chmod(0o755)
+    entry = Entry.file(dso)
+    assert (entry.name, entry.mode) == ("ggml-cuda.so", 0o755)
+
+
+def test_base_without_zip_store_is_refused(tmp_path: Path) -> None:
+    base = tmp_path / "plain"
+    base.write_bytes(b"\x7fELF" + bytes(5000))
+    out = tmp_path / "out"
+    with pytest.raises(ZipStoreError, match=r"plain: no zip store"):
+        append(base, [Entry.blob(".args", b"x")], out)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("damage, complaint", [
+    (lambda b, cd: b[:cd] + b"XXXX" + b[cd + 4:], "record 0 of 5 is damaged"),
+    (lambda b, cd: b[:-22] + b"PK\x05\x06" + bytes(12) + (len(b) * 2).to_bytes(4, "little") + bytes(2), "not absolute"),
+    (lambda b, cd: b[:-22 - 4] + b[-22:], "not absolute"),
+])
+def test_corrupt_zip_store_is_refused(tmp_path: Path, damage, complaint: str) -> None:
+    raw = PLEDGE.read_bytes()
+    cd = int.from_bytes(raw[-6:-2], "little")
+    base = tmp_path / "corrupt"
+    base.write_bytes(damage(raw, cd))
+    out = tmp_path / "out"
+    out.write_bytes(b"previous artifact")
+    with pytest.raises(ZipStoreError, match=complaint) as caught:
+        append(base, [Entry.blob(".args", b"x")], out)
+    assert str(caught.value).startswith(str(base)) and "\n" not in str(caught.value)
+    assert out.read_bytes() == b"previous artifact"
+
+
+def test_failure_mid_write_leaves_previous_artifact_and_no_temp(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "dist" / "out.llamafile"
+    entries = _entries(tmp_path)
+    append(PLEDGE, entries, out)
+    previous = out.read_bytes()
+    calls = 0
+    real_write = os.write
+
+    def disk_fills_up(fd: int, data) -> int:
+        nonlocal calls
+        calls += 1
+        if calls > 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(zipappend.os, "write", disk_fills_up)
+    with pytest.raises(ZipAppendError, match=r"cannot write .*out.llamafile: No space left on device"):
+        append(PLEDGE, entries + [Entry.blob("more", b"x")], out)
+    assert out.read_bytes() == previous
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out.llamafile"]
+
+
+def test_input_changing_between_passes_is_caught(tmp_path: Path, monkeypatch) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+    real_measure = zipappend._measure
+
+    def then_edit(entry: Entry, buf: bytearray):
+        pending = real_measure(entry, buf)
+        model.write_bytes(model.read_bytes()[:-1] + b"!")
+        return pending
+
+    monkeypatch.setattr(zipappend, "_measure", then_edit)
+    with pytest.raises(ZipAppendError, match="changed while being packaged"):
+        append(PLEDGE, [Entry.file(model)], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_more_than_65535_entries_use_zip64_end_records(tmp_path: Path) -> None:
+    out = tmp_path / "many"
+    entries = [Entry.blob(f"e/{i:05d}", b"") for i in range(70000)]
+    append(PLEDGE, entries, out, align=1)
+    tail = out.read_bytes()[-22 - 20 - 56:]
+    assert tail.startswith(b"PK\x06\x06") and tail[56:60] == b"PK\x06\x07"
+    with zipfile.ZipFile(out) as archive:
+        assert len(archive.infolist()) == 70000 + 5
+        assert archive.getinfo("e/69999").file_size == 0
+    assert "70005 files" in run("unzip", "-l", out).stdout
+
+
+def test_small_archives_carry_no_zip64_records(tmp_path: Path) -> None:
+    out = tmp_path / "small"
+    append(PLEDGE, _entries(tmp_path), out)
+    data = out.read_bytes()
+    assert b"PK\x06\x06" not in data[-200:] and b"PK\x06\x07" not in data[-200:]
+
+
+def test_sparse_model_over_4gib_gives_a_valid_zip64_artifact(tmp_path: Path) -> None:
+    model = write_gguf(tmp_path / "huge.gguf")
+    size = (4 << 30) + (512 << 20)
+    with open(model, "r+b") as f:  # a hole up to the end, then a marker the readers must find
+        f.truncate(size)
+        f.seek(size - 8)
+        f.write(b"THE-END!")
+    base = copy_exe(FILE_ELF, tmp_path / "base")
+    out = tmp_path / "huge.com"
+    (tmp_path / "gguf.magic").write_text(GGUF_MAGIC)
+    result = append(base, [Entry.file(model), Entry.file(tmp_path / "gguf.magic")], out)
+    assert out.stat().st_blocks * 512 < 64 << 20  # holes stayed holes
+    huge = result.entry("huge.gguf")
+    assert huge.size == size and huge.data_offset % zipappend.DEFAULT_ALIGN == 0
+    assert result.entry("gguf.magic").data_offset > 0xFFFFFFFF  # an offset only zip64 can express
+    with zipfile.ZipFile(out) as archive, open(out, "rb") as raw:
+        info = archive.getinfo("huge.gguf")
+        assert info.file_size == size and info.compress_type == zipfile.ZIP_STORED
+        with archive.open(info) as member:  # zipfile checks the local header it finds at the zip64 offset
+            assert member.read(4) == b"GGUF"
+        raw.seek(info.header_offset + 26)  # name and extra lengths: the data follows them
+        name_len, extra_len = int.from_bytes(raw.read(2), "little"), int.from_bytes(raw.read(2), "little")
+        assert info.header_offset + 30 + name_len + extra_len == huge.data_offset
+        raw.seek(huge.data_offset + size - 8)  # (zipfile would read 4.5 GiB to seek there)
+        assert raw.read(8) == b"THE-END!"
+        assert archive.read("gguf.magic") == GGUF_MAGIC.encode()
+    listing = run("unzip", "-l", out)
+    assert listing.returncode == 0 and str(size) in listing.stdout, listing.stdout + listing.stderr
+    assert run("unzip", "-p", out, "gguf.magic").stdout == GGUF_MAGIC
+    seen = run(out, "-m", "/zip/gguf.magic", "/zip/huge.gguf")
+    assert seen.stdout.strip().endswith("GGUF model, version 3"), seen.stdout + seen.stderr
