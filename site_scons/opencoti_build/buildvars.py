@@ -60,6 +60,8 @@ def declare(variables: Variables) -> None:
          _env_default("OPENCOTI_CUDA_PATH", "")),
         ("CUDA_ARCHS", "comma-separated CUDA archs overriding the toolkit's table (e.g. 80,90,120f)", ""),
         BoolVariable("CUBLAS", "build ggml-cuda against cuBLAS instead of TinyBLAS", False),
+        BoolVariable("FA_ALL_QUANTS", "compile every fattn-vec K/V instance (GGML_CUDA_FA_ALL_QUANTS; "
+                     "opencoti's turbo/TCQ KV tiers need it)", True),
         ("ROCM_PATH", "ROCm install; empty: $OPENCOTI_ROCM_PATH, /opt/rocm, hipcc on PATH",
          _env_default("OPENCOTI_ROCM_PATH", "")),
         ("OFFLOAD_ARCH", "comma-separated gfx targets overriding the upstream list", ""),
@@ -80,9 +82,14 @@ class SourceTreeError(ValueError):
 
 
 def source_tree(env: Mapping[str, Any]) -> str:
-    """Absolute path of SRC (relative paths are from the project root), checked for use by cosmocc."""
+    """Absolute path of SRC (relative paths are from the project root), whether or not it exists."""
     src = Path(env["SRC"])
-    src = src if src.is_absolute() else PROJECT / src
+    return str(src if src.is_absolute() else PROJECT / src)
+
+
+def checked_source_tree(env: Mapping[str, Any]) -> str:
+    """:func:`source_tree`, checked to hold a llamafile tree that cosmocc can be given."""
+    src = Path(source_tree(env))
     if not (src / "llamafile" / "version.h").is_file():
         hint = ("run `git submodule update --init` (or `scons apply`)" if env["SRC"] == DEFAULT_SRC
                 else "point SRC= at a llamafile checkout")

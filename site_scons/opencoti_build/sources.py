@@ -45,8 +45,9 @@ LLAMA_DEFINES: tuple[str, ...] = (
 class FileFlags:
     """Flags for the files of a package matching ``pattern`` (fnmatch on the tree-relative path).
 
-    ``flags`` are appended after the package's (gcc takes the last ``-O``), ``target_arch``
-    replaces the build's TARGET_ARCH (the TinyBLAS CPU variants).
+    ``flags`` are appended after the package's (gcc takes the last ``-O``); ``target_arch`` is
+    appended to the build's TARGET_ARCH (upstream's ``private TARGET_ARCH +=`` for the TinyBLAS
+    CPU variants).
     """
 
     pattern: str

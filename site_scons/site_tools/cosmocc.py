@@ -155,6 +155,20 @@ def _fat_link(target, source, env):
     return proc.returncode
 
 
+def _gperf(target, source, env):
+    # gperf's output names its own command line; reading the table from stdout keeps the output
+    # path (BUILD_DIR) out of the generated C, so it is the same wherever the build lives.
+    proc = subprocess.run(["gperf", str(source[0])], env=env["ENV"], capture_output=True)
+    if proc.returncode != 0:
+        print(proc.stderr.decode(errors="replace"), end="")
+        return proc.returncode
+    tmp = str(target[0]) + ".tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(proc.stdout)
+    os.replace(tmp, str(target[0]))
+    return 0
+
+
 def _print_toolchain_once(env) -> None:
     if not env.get("_FAT_TOOLCHAIN_SAID"):
         print(f"toolchain: {env['FAT_TOOLCHAIN'].describe()}")
@@ -192,7 +206,7 @@ def generate(env) -> None:
                                    varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS"]),
         emitter=_fat_link_emitter)
     env["BUILDERS"]["Gperf"] = SCons.Builder.Builder(
-        action=SCons.Action.Action([["gperf", "--output-file=$TARGET", "$SOURCE"]], "GPERF $TARGET"),
+        action=SCons.Action.Action(_gperf, "GPERF $TARGET"),
         suffix=".c", src_suffix=".gperf", single_source=True)
     env.AddMethod(_print_toolchain_once, "SayToolchain")
 

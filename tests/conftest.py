@@ -1,0 +1,56 @@
+"""Shared test helpers: run the real build (scons subprocess) on copies of the miniature tree."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"
+
+
+def scons(*args: str, build: Path, home: Path | None = None, check: bool = True, project: Path = PROJECT,
+          env_extra: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run scons on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
+    defaults = {
+        "BUILD_DIR": str(build / "out"),
+        "CACHE_DIR": str(build / "cache"),
+        "DIST_DIR": str(build / "dist"),
+        "BACKEND_DIST_DIR": str(build / "vendors-dist"),
+        "COMPILEDB": str(build / "compile_commands.json"),
+    }
+    given = {a.split("=", 1)[0] for a in args if "=" in a and not a.startswith("-")}
+    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q"]
+    argv += [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args)
+    env = dict(os.environ, HOME=str(home or build / "home"))
+    env.update(env_extra or {})
+    Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"scons {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def compiled(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The fat objects a build compiled (one ``FATCC <x86 object> (+ .aarch64)`` line each)."""
+    return sorted(line.split()[1] for line in proc.stdout.splitlines() if line.startswith("FATCC "))
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A private copy of the miniature tree, free to edit."""
+    copy = tmp_path / "src"
+    shutil.copytree(MINI_TREE, copy)
+    return copy
+
+
+@pytest.fixture(scope="session")
+def built_mini(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One clean build of the miniature tree in place (read-only for the tests that use it)."""
+    build = tmp_path_factory.mktemp("built-mini")
+    scons(f"SRC={MINI_TREE}", build=build)
+    return build
