@@ -30,7 +30,9 @@ def nvcc_compiles(stdout: str) -> list[str]:
 
 
 def cuda_build(src: Path, build: Path, *extra: str, check: bool = True):
-    return scons(f"SRC={src}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, *extra, "cuda", build=build, check=check)
+    # FA_ALL_QUANTS=0 keeps the nvcc runs few; the default (all K/V pairs) is checked with -n below
+    return scons(f"SRC={src}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, "FA_ALL_QUANTS=0", *extra, "cuda", build=build,
+                 check=check)
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +57,15 @@ def test_dso_holds_the_requested_archs_and_entry_points(built) -> None:
 
 def test_sources_follow_the_selection_rules(built) -> None:
     _, proc = built
-    # the mixed-type fattn-vec instance (an #error file) is left out; TinyBLAS is in
+    # with FA_ALL_QUANTS=0 the mixed-type fattn-vec instance (an #error file then) is left out; TinyBLAS is in
     assert nvcc_compiles(proc.stdout) == [
         "fattn-vec-instance-f16-f16.cu", "ggml-cuda.cu", "mmq-instance-q4_0.cu", "scale.cu", "tinyblas.cu"]
+
+
+def test_fa_all_quants_by_default_adds_the_mixed_instances(tmp_path: Path) -> None:
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, "-n", "cuda", build=tmp_path)
+    assert "fattn-vec-instance-q4_0-f16.cu" in nvcc_compiles(proc.stdout)
+    assert "-DGGML_CUDA_FA_ALL_QUANTS" in proc.stdout
 
 
 def test_mirror_is_byte_identical_and_stale_home_copy_warns(built) -> None:
