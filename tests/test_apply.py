@@ -21,15 +21,14 @@ FATCC = re.compile(r"^FATCC (\S+\.o) \(\+ \.aarch64\)$", re.M)
 def workdir(tmp_path: Path, monkeypatch) -> Path:
     """A folder for one test: the record and the opencoti series (empty) live there, not in the checkout."""
     file_protocol_env(monkeypatch)
-    monkeypatch.setenv("OPENCOTI_APPLIED_SERIES", str(tmp_path / "applied-series.json"))
     (tmp_path / "series").mkdir()
-    monkeypatch.setenv("OPENCOTI_PATCH_SERIES", str(tmp_path / "series"))
     return tmp_path
 
 
 def scons(workdir: Path, src: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "SCons", "-C", str(PROJECT), "-Q", "-j2",
-               f"SRC={src}", f"BUILD_DIR={workdir / 'build'}", "CACHE_DIR=", *args]
+               f"SRC={src}", f"BUILD_DIR={workdir / 'build'}", "CACHE_DIR=",
+               f"APPLIED_SERIES={workdir / 'applied-series.json'}", f"PATCH_SERIES={workdir / 'series'}", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from SCons.Variables import BoolVariable, Variables
 
+from opencoti_build import patch_series
+
 PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_SRC = "vendors/sources/llamafile"
 
@@ -73,6 +75,9 @@ def declare(variables: Variables) -> None:
         ("HOST", "package this prebuilt thin binary instead of building one", ""),
         ("ALIGN", "zip data alignment of stored entries", "65536"),
         BoolVariable("FORCE", "let apply/reset discard changes a previous apply did not make", False),
+        ("PATCH_SERIES", "the opencoti patch series applied after llamafile's own", patch_series.OPENCOTI_PATCHES),
+        ("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
+         patch_series.DEFAULT_RECORD),
         ("LLAMACPP", "llama.cpp checkout for the native lane; empty: $SRC/llama.cpp", ""),
     )
 

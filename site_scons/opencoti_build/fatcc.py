@@ -16,7 +16,6 @@ import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 ARCHES = ("x86_64", "aarch64")
 COMPILERS = {
