@@ -1,6 +1,7 @@
 """`opencoti-build inspect`: formats, link facts, CUDA archs and symbol families of real files."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,19 @@ def test_cli_dispatch(cuda_dso: Path, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "entry points: ggml_backend_mini_init, ggml_backend_mini_reg" in proc.stdout
     assert f"opencoti-build inspect: {tmp_path / 'absent'}: [Errno 2] No such file or directory" in proc.stdout
+
+
+def test_series_shows_the_recorded_patch_chain(tmp_path: Path, capsys) -> None:
+    record = tmp_path / "applied-series.json"
+    assert inspect.main(["--series", str(record)]) == 0
+    assert f"series: no complete apply recorded at {record}" in capsys.readouterr().out
+    record.write_text(json.dumps({
+        "format": 1, "state": "applied", "source": "/src", "upstreamCommit": "abc123",
+        "submodules": {"llama.cpp": "def456"},
+        "patches": [{"name": "0001-slot-ctx.patch", "sha256": "f" * 64, "series": "opencoti"}],
+        "files": {}, "stateSha256": "0" * 64,
+    }))
+    assert inspect.main(["--series", str(record)]) == 0
+    out = capsys.readouterr().out
+    assert "upstream commit: abc123" in out and "submodule llama.cpp: def456" in out
+    assert f"opencoti  0001-slot-ctx.patch  sha256 {'f' * 64}" in out

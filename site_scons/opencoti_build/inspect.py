@@ -7,18 +7,16 @@ the SPIR-V modules, and the counts of the symbol families listed in vendors/symb
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import lief
 
-from opencoti_build import elfcheck, nvfatbin
+from opencoti_build import elfcheck, hipbundle, nvfatbin, patch_series, spirv
 
 FAMILIES_FILE = Path(__file__).resolve().parents[2] / "vendors" / "symbol-families.txt"
+SERIES_RECORD = Path(__file__).resolve().parents[2] / patch_series.DEFAULT_RECORD
 METHODS = ("symbols", "strings")
 ENTRY_POINT = re.compile(r"ggml_backend_\w+_(init|reg)")
 APE_MAGIC = b"MZqFpD"
@@ -81,14 +79,6 @@ def family_counts(families: list[Family], data: bytes, binary: lief.ELF.Binary |
     return counts
 
 
-def _optional(module: str, function: str) -> Callable[..., Any] | None:
-    """A parser of the ROCm/Vulkan modules, when this checkout has it."""
-    try:
-        return getattr(importlib.import_module(f"opencoti_build.{module}"), function)
-    except (ImportError, AttributeError):
-        return None
-
-
 def _section_names(binary: lief.ELF.Binary | None) -> set[str]:
     return {s.name for s in binary.sections} if binary is not None else set()
 
@@ -98,15 +88,11 @@ def cuda_archs(path: str, binary: lief.ELF.Binary | None) -> list[str]:
 
 
 def hip_targets(path: str, binary: lief.ELF.Binary | None) -> list[str]:
-    bundle_targets = _optional("hipbundle", "bundle_targets")
-    if bundle_targets is None or ".hip_fatbin" not in _section_names(binary):
-        return []
-    return list(bundle_targets(path))
+    return list(hipbundle.bundle_targets(path)) if ".hip_fatbin" in _section_names(binary) else []
 
 
-def spirv_modules(data: bytes) -> list[Any]:
-    find_modules = _optional("spirv", "find_modules")
-    return list(find_modules(data)) if find_modules is not None else []
+def spirv_modules(data: bytes) -> list[spirv.SpirvModule]:
+    return list(spirv.find_modules(data))
 
 
 def dso_architectures(path: str | Path) -> list[str]:
@@ -161,21 +147,37 @@ def report(path: str, families: list[Family]) -> list[str]:
     return lines
 
 
+def series_report(record_path: Path) -> list[str]:
+    """The patch chain a build of the vendored tree carries, from the record `scons apply` writes."""
+    record = patch_series.read_record(record_path)
+    if record is None:
+        return [f"series: no complete apply recorded at {record_path} (run `scons apply`)"]
+    lines = [f"series: {record_path}", f"  upstream commit: {record['upstreamCommit']}"]
+    lines += [f"  submodule {path}: {commit}" for path, commit in sorted(record["submodules"].items())]
+    lines += [f"  {p['series']:<9} {p['name']}  sha256 {p['sha256']}" for p in record["patches"]]
+    return lines
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="opencoti-build inspect", description=__doc__.splitlines()[0])
-    parser.add_argument("file", nargs="+", help="a ggml-*.so, a host binary (APE or ELF), any ELF")
+    parser.add_argument("file", nargs="*", help="a ggml-*.so, a host binary (APE or ELF), any ELF")
     parser.add_argument("--families", type=Path, default=FAMILIES_FILE, help="pattern file (default: %(default)s)")
+    parser.add_argument("--series", type=Path, nargs="?", const=SERIES_RECORD, metavar="RECORD",
+                        help="also print the applied patch series (default record: %(const)s)")
     ns = parser.parse_args(argv)
+    if not ns.file and ns.series is None:
+        parser.error("give a FILE to inspect, or --series")
+    if ns.series is not None:
+        print("\n".join(series_report(ns.series)))
     try:
         families = load_families(ns.families)
     except (OSError, ValueError) as exc:
         parser.exit(2, f"opencoti-build inspect: {exc}\n")
-    hip_error = _optional("hipbundle", "HipBundleError") or ValueError
     status = 0
     for path in ns.file:
         try:
             print("\n".join(report(path, families)))
-        except (OSError, ValueError, hip_error) as exc:
+        except (OSError, ValueError, hipbundle.HipBundleError) as exc:
             print(f"opencoti-build inspect: {path}: {exc}")
             status = 1
     return status
