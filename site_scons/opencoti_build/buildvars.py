@@ -49,7 +49,7 @@ def declare(variables: Variables) -> None:
         BoolVariable("VERBOSE", "print whole command lines instead of one short line per step", False),
         ("COSMOCC", "cosmocc toolchain dir (bin/cosmocc, bin/cosmoc++, bin/ar.ape); empty: the gcc-based stand-in",
          _env_default("OPENCOTI_COSMOCC", "")),
-        ("MODE", "cosmocc MODE (selects its runtime libraries)", ""),
+        ("MODE", "cosmocc MODE (selects its runtime libraries; objects go to $BUILD_DIR/o/$MODE)", ""),
         ("TARGET_ARCH", "per-arch tuning flags for every fat compile; empty: the toolchain's default", ""),
         ("BUILD_DIR", "objects and intermediates", "build"),
         ("DIST_DIR", "packaged artifacts go to $DIST_DIR/llamafile", "dist"),
@@ -118,4 +118,5 @@ def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -
         "SOURCE_DATE_EPOCH": str(env["SOURCE_DATE_EPOCH"]),
         "LC_ALL": "C",
         "HIP_PLATFORM": "amd",
+        **({"MODE": env["MODE"]} if env["MODE"] else {}),  # cosmocc picks its runtime libraries by MODE
     }
