@@ -1,0 +1,205 @@
+"""The native-ELF lane's reading of the source description (no SCons): host gcc, one architecture.
+
+The lane compiles the host program's sources that lie under ``llama.cpp/`` (:func:`native_package`)
+from a bare llama.cpp checkout ``LLAMACPP``. What differs from the fat lane is written here as rules
+over the description, never as a second source list:
+
+- a package made of llama.cpp sources only also compiles the other ``.c``/``.cpp`` files of the
+  directories it lists (a llama.cpp newer than llamafile's adds files there, as upstream's CMake
+  globs), plus :data:`EXTRA_DIRS`, less other programs' mains (:data:`NATIVE_EXCLUDE`);
+- cosmo-only flags and defines are dropped (:func:`native_flags`, :func:`native_defines`),
+  including ``LLAMAFILE_TUI``, which renames the server's main for llamafile's dispatcher;
+- the CPU backend gets this architecture's ``ggml-cpu/arch/<arch>`` kernels (the fat lane builds
+  ``GGML_CPU_GENERIC``), with the instruction sets of upstream's CMake ``GGML_NATIVE=OFF`` profile;
+- the files upstream's CMake generates from ``*.in`` templates are written reproducibly
+  (:func:`configure_template`: the description's version stamps, build number 0, no date, no web UI);
+- cuBLAS is found in the toolkit or in NVIDIA's ``nvidia-cublas`` wheel (:func:`find_cublas`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import importlib.util
+import os
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from opencoti_build import sources
+
+LLAMA_PREFIX = f"{sources.LLAMA}/"
+
+# Flags only cosmocc understands.
+FAT_ONLY_FLAGS: frozenset[str] = frozenset({"-mcosmo", "-mclang", "-mgcc"})
+FAT_ONLY_FLAG_PREFIXES: tuple[str, ...] = ("-X",)  # cosmocc's per-architecture flags
+# Defines that select cosmo/llamafile code paths: the multi-arch CPU fallback, llamafile's TinyBLAS
+# dispatch (its sgemm.cpp is cosmo-bound; opencoti-elf-stubs.cpp answers for it) and cosmo checks.
+FAT_ONLY_DEFINES: frozenset[str] = frozenset({
+    "COSMOCC=1", "GGML_USE_LLAMAFILE", "GGML_CPU_GENERIC", "GGML_MULTIPLATFORM", "LLAMAFILE_TUI"})
+NATIVE_DEFINES: tuple[str, ...] = ("_GNU_SOURCE",)  # ggml's CMake adds it on Linux (CPU affinity, mremap)
+
+# ggml-cpu's per-architecture kernels, and upstream CMake's GGML_NATIVE=OFF instruction sets.
+ARCH_DIRS: Mapping[str, str] = {"x86_64": "x86", "aarch64": "arm"}
+ARCH_FLAGS: Mapping[str, tuple[str, ...]] = {
+    "x86_64": ("-msse4.2", "-mavx", "-mavx2", "-mbmi2", "-mfma", "-mf16c"),
+    "aarch64": (),
+}
+
+# Directories a newer llama.cpp adds to a package, and the TUs of other programs in listed directories.
+EXTRA_DIRS: Mapping[str, tuple[str, ...]] = {sources.COMMON.name: (f"{LLAMA_PREFIX}common/parsers",)}
+NATIVE_EXCLUDE: tuple[str, ...] = (
+    f"{LLAMA_PREFIX}tools/mtmd/mtmd-cli.cpp", f"{LLAMA_PREFIX}tools/mtmd/deprecation-warning.cpp",
+    f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch/*/cpu-feats.cpp",  # scores CPU variants of GGML_BACKEND_DL builds
+)
+
+# ggml-backend-reg.cpp registers CUDA only when compiled with GGML_USE_CUDA.
+BACKEND_REG_SOURCE = f"{LLAMA_PREFIX}ggml/src/ggml-backend-reg.cpp"
+
+
+class NativeTreeError(ValueError):
+    """LLAMACPP names no llama.cpp checkout (one-line message naming it and the fix)."""
+
+
+class TemplateError(ValueError):
+    """A CMake template uses a variable this lane does not define."""
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A file upstream's CMake configures from ``template``; ``package`` compiles it (None: a header)."""
+
+    template: str  # description-relative (llama.cpp/...)
+    output: str  # file name in the lane's generated directory
+    package: str | None = None
+
+
+GENERATED: tuple[Generated, ...] = (
+    Generated(f"{LLAMA_PREFIX}ggml/src/ggml-version.h.in", "ggml-version.h"),
+    Generated(f"{LLAMA_PREFIX}common/build-info.cpp.in", "build-info.cpp", "common"),
+    Generated(f"{LLAMA_PREFIX}tools/ui/ui.h.in", "ui.h"),
+    Generated(f"{LLAMA_PREFIX}tools/ui/ui.cpp.in", "ui.cpp", "server"),
+)
+
+
+@dataclass(frozen=True)
+class Cublas:
+    include_dir: str
+    lib_dir: str
+    library: str  # file name to link as -l:NAME (wheels ship only libcublas.so.<major>)
+
+
+def llamacpp_dir(value: str, src: str, project: str) -> str:
+    """Absolute LLAMACPP (empty: ``<src>/llama.cpp``; relative: from the project root), checked."""
+    path = Path(value) if value else Path(src) / sources.LLAMA
+    if not path.is_absolute():
+        path = Path(project) / path
+    missing = [d for d in ("ggml", "src") if not (path / d).is_dir()]
+    if missing:
+        raise NativeTreeError(f"LLAMACPP={path} is not a llama.cpp checkout (no {' or '.join(d + '/' for d in missing)}); "
+                              f"point LLAMACPP= at the root of a llama.cpp tree")
+    return str(path)
+
+
+def tree_path(rel: str, llamacpp: str) -> str:
+    """Where a description path (``llama.cpp/...``) lies in the bare checkout."""
+    if not rel.startswith(LLAMA_PREFIX):
+        raise ValueError(f"{rel} is outside {LLAMA_PREFIX}: the native lane reads only the llama.cpp checkout")
+    return os.path.join(llamacpp, rel[len(LLAMA_PREFIX):])
+
+
+def native_flags(flags: Sequence[str]) -> list[str]:
+    """``flags`` without the fat-only ones (cosmo driver flags, -X<arch>, fat-only -D)."""
+    def fat_only(flag: str) -> bool:
+        return (flag in FAT_ONLY_FLAGS or flag.startswith(FAT_ONLY_FLAG_PREFIXES)
+                or (flag.startswith("-D") and flag[2:] in FAT_ONLY_DEFINES))
+    return [f for f in flags if not fat_only(f)]
+
+
+def native_defines(defines: Sequence[str]) -> list[str]:
+    return [d for d in defines if d not in FAT_ONLY_DEFINES]
+
+
+def _own(paths: Sequence[str]) -> tuple[str, ...]:
+    return tuple(p for p in paths if p.startswith(LLAMA_PREFIX))
+
+
+def native_package(package: sources.Package, machine: str) -> sources.Package | None:
+    """The package's llama.cpp part as the native lane compiles it, or None when it has none."""
+    own = _own(package.sources)
+    if not own:
+        return None
+    dirs: set[str] = set()
+    if len(own) == len(package.sources):  # a llama.cpp package: complete its directories
+        dirs = {posixpath.dirname(s) for s in own} | set(EXTRA_DIRS.get(package.name, ()))
+        if package.name == sources.GGML.name and machine in ARCH_DIRS:
+            dirs.add(f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch/{ARCH_DIRS[machine]}")
+    return dataclasses.replace(
+        package,
+        sources=own + tuple(f"{d}/*{ext}" for d in sorted(dirs) for ext in (".c", ".cpp")),
+        exclude=package.exclude + NATIVE_EXCLUDE,
+        iquote=_own(package.iquote), isystem=_own(package.isystem),
+        defines=tuple(native_defines(package.defines)), flags=tuple(native_flags(package.flags)),
+        per_file=tuple(dataclasses.replace(r, flags=tuple(native_flags(r.flags)), target_arch=None)
+                       for r in package.per_file),
+    )
+
+
+def native_packages(machine: str, program: sources.Program = sources.HOST_PROGRAM) -> list[sources.Package]:
+    """The program's packages with a llama.cpp part, as :func:`native_package` reads them, in link order."""
+    return [n for n in (native_package(p, machine) for p in program.packages) if n is not None]
+
+
+def template_values(stamps: Mapping[str, str], compiler: str, machine: str) -> dict[str, str]:
+    """The values the lane's templates use: the description's stamps (sources.tree_stamps), no clock."""
+    return {
+        "GGML_VERSION": stamps["GGML_VERSION"], "GGML_BUILD_COMMIT": stamps["GGML_COMMIT"],
+        "LLAMA_BUILD_NUMBER": "0", "LLAMA_BUILD_COMMIT": stamps["LLAMA_COMMIT"],
+        "BUILD_COMPILER": compiler, "BUILD_TARGET": f"{machine}-linux-gnu",
+        # the web UI is a separate npm build: the server is built without embedded assets
+        "N_ASSETS": "0", "ASSET_ARRAYS": "", "ASSET_TABLE": "", "USE_GZIP": "false",
+        "LLAMA_UI_HAS_ASSETS": "",
+    }
+
+
+def configure_template(text: str, values: Mapping[str, str]) -> str:
+    """CMake ``configure_file(@ONLY)``: ``@VAR@`` replaced, ``#cmakedefine VAR …`` defined when VAR is non-empty."""
+    def value(name: str) -> str:
+        if name not in values:
+            raise TemplateError(f"template variable {name} has no native-lane value; add it to "
+                                f"template_values in site_scons/opencoti_build/native_lane.py")
+        return values[name]
+
+    def cmakedefine(match: re.Match[str]) -> str:
+        name, rest = match.group(1), match.group(2)
+        return f"#define {name}{rest}" if value(name) else f"/* #undef {name} */"
+
+    text = re.sub(r"^#cmakedefine\s+(\w+)(.*)$", cmakedefine, text, flags=re.MULTILINE)
+    return re.sub(r"@(\w+)@", lambda m: value(m.group(1)), text)
+
+
+def _cublas_in(root: str, major: int) -> Cublas | None:
+    includes = [d for d in (os.path.join(root, "include"), *glob.glob(os.path.join(root, "targets", "*", "include")))
+                if os.path.isfile(os.path.join(d, "cublas_v2.h"))]
+    for lib_dir in (os.path.join(root, d) for d in ("lib64", "lib", *glob.glob("targets/*/lib", root_dir=root))):
+        for name in ("libcublas.so", f"libcublas.so.{major}"):
+            if includes and os.path.exists(os.path.join(lib_dir, name)):
+                return Cublas(includes[0], os.path.realpath(lib_dir), name)
+    return None
+
+
+def wheel_roots(major: int) -> list[str]:
+    """Where NVIDIA's wheels put cuBLAS: ``nvidia/cu<major>/`` (CUDA 13) or ``nvidia/cublas/`` (CUDA 12)."""
+    spec = importlib.util.find_spec("nvidia")
+    bases = list(spec.submodule_search_locations or []) if spec else []
+    return [os.path.join(base, sub) for base in bases for sub in (f"cu{major}", "cublas")]
+
+
+def find_cublas(toolkit_root: str, major: int, extra_roots: Sequence[str] = ()) -> Cublas | None:
+    """cuBLAS headers and library for a CUDA ``major`` toolkit: the toolkit's own first, then ``extra_roots``."""
+    for root in (toolkit_root, *extra_roots):
+        found = _cublas_in(root, major)
+        if found is not None:
+            return found
+    return None

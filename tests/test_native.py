@@ -1,0 +1,215 @@
+"""`scons native`: the native-ELF lane on the miniature tree, its rules, and the CUDA half on real .cu files."""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import MINI_TREE, scons
+from native_support import DOWNLOAD, sdist_llamacpp
+from opencoti_build import native_lane, sources
+
+PROJECT = Path(__file__).resolve().parents[1]
+MINI = f"SRC={MINI_TREE}"
+
+
+def runpath(binary: Path) -> str:
+    out = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True, check=True).stdout
+    return next(line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(RUNPATH)" in line)
+
+
+def ldd(binary: Path) -> dict[str, str]:
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+    return {line.split()[0]: line.split("=>", 1)[1].strip() for line in out.splitlines() if "=>" in line}
+
+
+# --- the rules over the description (pure) ---
+
+def test_native_packages_are_the_programs_llamacpp_parts_in_link_order() -> None:
+    packages = native_lane.native_packages("x86_64")
+    assert [p.name for p in packages] == ["llamafile", "server", "mtmd", "common", "llama", "ggml", "httplib"]
+    server_main = packages[0]  # llamafile's package contributes llama.cpp's server.cpp alone
+    assert server_main.sources == ("llama.cpp/tools/server/server.cpp",)
+    assert all(d.startswith("llama.cpp/") for p in packages for d in p.iquote + p.isystem)
+
+
+def test_llamacpp_packages_complete_their_directories() -> None:
+    by_name = {p.name: p for p in native_lane.native_packages("x86_64")}
+    assert "llama.cpp/src/models/*.cpp" in by_name["llama"].sources  # a newer tree's models
+    assert "llama.cpp/common/parsers/*.cpp" in by_name["common"].sources
+    assert "llama.cpp/ggml/src/ggml-cpu/arch/x86/*.c" in by_name["ggml"].sources
+    assert "llama.cpp/tools/mtmd/mtmd-cli.cpp" in by_name["mtmd"].exclude  # another program's main
+    arm = {p.name: p for p in native_lane.native_packages("aarch64")}["ggml"]
+    assert "llama.cpp/ggml/src/ggml-cpu/arch/arm/*.cpp" in arm.sources
+
+
+def test_fat_only_flags_and_defines_are_dropped() -> None:
+    flags = ["-O3", "-mgcc", "-mcosmo", "-Xx86_64-mavx2", "-DCOSMOCC=1", "-fopenmp", "-DNDEBUG"]
+    assert native_lane.native_flags(flags) == ["-O3", "-fopenmp", "-DNDEBUG"]
+    assert native_lane.native_defines(sources.LLAMA_DEFINES) == [
+        "GGML_USE_CPU", "GGML_USE_CPU_REPACK", "GGML_USE_OPENMP", "GGML_SCHED_MAX_COPIES=4", "NDEBUG"]
+    assert native_lane.native_defines(sources.LLAMAFILE.defines) == []  # LLAMAFILE_TUI renames main
+
+
+def test_description_paths_map_onto_the_checkout() -> None:
+    assert native_lane.tree_path("llama.cpp/ggml/src/ggml.c", "/x/lc") == "/x/lc/ggml/src/ggml.c"
+    with pytest.raises(ValueError, match="outside llama.cpp/"):
+        native_lane.tree_path("llamafile/sgemm.cpp", "/x/lc")
+
+
+def test_llamacpp_must_hold_ggml_and_src(tmp_path: Path) -> None:
+    (tmp_path / "ggml").mkdir()
+    with pytest.raises(native_lane.NativeTreeError, match=r"no src/\); point LLAMACPP="):
+        native_lane.llamacpp_dir(str(tmp_path), "/unused", "/unused")
+    assert native_lane.llamacpp_dir("", str(MINI_TREE), "/unused") == str(MINI_TREE / "llama.cpp")
+
+
+def test_configure_template_is_cmakes_at_only_configure_file() -> None:
+    text = "#cmakedefine HAS 1\n#cmakedefine NOT 1\nint n = @N@; const char *s = \"@S@\";\n"
+    out = native_lane.configure_template(text, {"HAS": "1", "NOT": "", "N": "0", "S": "unknown"})
+    assert out == "#define HAS 1\n/* #undef NOT */\nint n = 0; const char *s = \"unknown\";\n"
+    with pytest.raises(native_lane.TemplateError, match="@?NEW.*template_values"):
+        native_lane.configure_template("@NEW@", {})
+
+
+def test_cublas_is_found_in_the_toolkit_before_a_wheel(tmp_path: Path) -> None:
+    def layout(root: Path, lib: str) -> Path:
+        (root / "include").mkdir(parents=True)
+        (root / "include" / "cublas_v2.h").touch()
+        (root / "lib").mkdir()
+        (root / "lib" / lib).touch()
+        return root
+
+    wheel = layout(tmp_path / "site" / "nvidia" / "cu13", "libcublas.so.13")
+    toolkit = tmp_path / "toolkit"
+    toolkit.mkdir()
+    found = native_lane.find_cublas(str(toolkit), 13, [str(wheel)])
+    assert found == native_lane.Cublas(str(wheel / "include"), str(wheel / "lib"), "libcublas.so.13")
+    assert native_lane.find_cublas(str(toolkit), 12, [str(wheel)]) is None  # a cu13 library never serves CUDA 12
+    layout(toolkit, "libcublas.so")
+    assert native_lane.find_cublas(str(toolkit), 13, [str(wheel)]).lib_dir == str(toolkit / "lib")
+
+
+def test_the_stubs_answer_not_handled(tmp_path: Path) -> None:
+    caller = tmp_path / "caller.c"
+    caller.write_text(
+        "#include <stdbool.h>\n#include <stddef.h>\n"
+        "bool llamafile_sgemm(); bool llamafile_mixmul(); size_t llamafile_mixmul_needs();\n"
+        "int main(void) { return llamafile_sgemm() || llamafile_mixmul() || llamafile_mixmul_needs(0, 0, 0); }\n")
+    exe = tmp_path / "caller"
+    subprocess.run(["g++", "-x", "c", str(caller), "-x", "c++", str(PROJECT / "native" / "opencoti-elf-stubs.cpp"),
+                    "-o", str(exe)], check=True)
+    assert subprocess.run([str(exe)]).returncode == 0
+
+
+# --- scons native on the miniature tree ---
+
+@pytest.fixture(scope="module")
+def built_native(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    build = tmp_path_factory.mktemp("native-mini")
+    proc = scons("native", MINI, "CPU_ONLY=1", build=build)
+    return build, proc.stdout
+
+
+def test_native_builds_a_llama_server_elf_that_runs(built_native: tuple[Path, str]) -> None:
+    build, stdout = built_native
+    server = build / "out" / "native" / "bin" / "llama-server"
+    assert server.read_bytes()[:4] == b"\x7fELF"
+    assert "FATCC" not in stdout  # no cosmocc compile in this lane
+    proc = subprocess.run([str(server), "-m", "tiny.gguf"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "server: model=tiny.gguf" in proc.stdout + proc.stderr  # its own main, not llama_server
+
+
+def test_llama_server_finds_libggml_base_by_rpath(built_native: tuple[Path, str]) -> None:
+    build, _ = built_native
+    server = build / "out" / "native" / "bin" / "llama-server"
+    assert runpath(server) == "$ORIGIN/../lib"
+    base = build / "out" / "native" / "lib" / "libggml-base.so"
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(base)], capture_output=True, text=True).stdout
+    assert " T ggml_version" in exported
+    for name, where in ldd(server).items():
+        assert "not found" not in where, name
+
+
+def test_native_rebuild_is_null_and_clean_removes_outputs(built_native: tuple[Path, str]) -> None:
+    build, _ = built_native
+    again = scons("native", MINI, "CPU_ONLY=1", build=build)
+    assert "NATIVECC" not in again.stdout and "NATIVELINK" not in again.stdout
+    scons("-c", "native", MINI, "CPU_ONLY=1", build=build)
+    native = build / "out" / "native"
+    assert not (native / "bin" / "llama-server").exists()
+    assert not (native / "lib" / "libggml-base.so").exists()
+    restored = scons("native", MINI, "CPU_ONLY=1", build=build)  # back from the cache, nothing compiled
+    assert "NATIVECC" not in restored.stdout
+    assert (native / "bin" / "llama-server").is_file()
+
+
+def test_llamacpp_without_ggml_or_src_is_one_error_line(tmp_path: Path) -> None:
+    bare = tmp_path / "not-llama"
+    (bare / "ggml").mkdir(parents=True)
+    proc = scons("native", MINI, f"LLAMACPP={bare}", build=tmp_path / "b", check=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("scons: error:")]
+    assert proc.returncode != 0
+    assert errors == [f"scons: error: LLAMACPP={bare} is not a llama.cpp checkout (no src/); "
+                      f"point LLAMACPP= at the root of a llama.cpp tree"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_cublas_warns_once_and_builds_the_cpu_half(tmp_path: Path) -> None:
+    toolkit = tmp_path / "cuda-12.6"
+    (toolkit / "bin").mkdir(parents=True)
+    nvcc = toolkit / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.6, V12.6.85'\n")
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
+    proc = scons("native", MINI, f"CUDA_PATH={toolkit}", build=tmp_path / "b")
+    warns = [line for line in proc.stderr.splitlines() if line.startswith("WARN:")]
+    assert len(warns) == 1 and "no cuBLAS 12.x" in warns[0], proc.stderr
+    assert (tmp_path / "b" / "out" / "native" / "bin" / "llama-server").is_file()
+    assert not (tmp_path / "b" / "out" / "native" / "lib" / "libggml-cuda.so").exists()
+
+
+# --- the CUDA half on a few real ggml-cuda files of the sdist (needs nvcc, cuBLAS, the cached sdist) ---
+
+CUDA_SUBSET = ("arange.cu", "fill.cu")
+
+
+def subset_tree(real: Path, dest: Path) -> Path:
+    """``real`` as symlinks, except that its ggml-cuda holds only CUDA_SUBSET (and every header)."""
+    for directory in ("", "ggml", "ggml/src"):
+        (dest / directory).mkdir(parents=True, exist_ok=True)
+        for entry in (real / directory).iterdir():
+            if entry.name not in ("ggml", "src", "ggml-cuda") or directory == "ggml" and entry.name != "src":
+                (dest / directory / entry.name).symlink_to(entry)
+    (dest / "src").symlink_to(real / "src")
+    cuda = dest / "ggml" / "src" / "ggml-cuda"
+    cuda.mkdir()
+    for entry in (real / "ggml" / "src" / "ggml-cuda").iterdir():
+        if entry.suffix != ".cu" and entry.name != "template-instances" or entry.name in CUDA_SUBSET:
+            (cuda / entry.name).symlink_to(entry)
+    return dest
+
+
+def test_cuda_half_compiles_real_cu_files_against_cublas_and_resolves_by_rpath(tmp_path: Path) -> None:
+    if shutil.which("nvcc") is None and not any(Path("/usr/local").glob("cuda*/bin/nvcc")):
+        pytest.skip("no nvcc: the CUDA half needs a CUDA 12.x/13.x toolkit")
+    real = sdist_llamacpp(download=False)
+    if real is None:
+        pytest.skip(f"llama-cpp-python sdist not cached; fetch it once with: {DOWNLOAD}")
+    tree = subset_tree(real, tmp_path / "llama.cpp")
+    proc = scons("native-cuda", MINI, f"LLAMACPP={tree}", "CUDA_ARCHS=80", build=tmp_path / "b")
+    if "no cuBLAS" in proc.stderr:
+        pytest.skip(proc.stderr.strip().splitlines()[-1])
+    lib = tmp_path / "b" / "out" / "native" / "lib" / "libggml-cuda.so"
+    compiled = sorted(line.split("/")[-1] for line in proc.stdout.splitlines() if line.startswith("NVCC "))
+    assert compiled == [f"{name}.o" for name in CUDA_SUBSET]
+    deps = ldd(lib)
+    assert deps["libggml-base.so"].split()[0] == str(lib.with_name("libggml-base.so"))
+    for needed in ("libcublas.so", "libcudart.so"):
+        name = next(n for n in deps if n.startswith(needed))
+        assert "not found" not in deps[name] and os.path.isabs(deps[name].split()[0]), (name, deps[name])
+    assert runpath(lib).split(":")[0] == "$ORIGIN"
