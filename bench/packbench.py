@@ -1,0 +1,91 @@
+"""Part 3: packaging a multi-GiB GGUF into an embedder artifact, against `cp` of the same file.
+
+The model is a GGUF v3 header followed by dense data (a repeated random block, so no filesystem
+hole or compression shortcut flatters either side). Each run: ``cp`` the model to the same disk,
+``scons package HOST=<pledge> MODEL=… CPU_ONLY=1 ARGS=…`` (the bare artifact plus the embedder
+holding the model), then ``opencoti-build verify`` of the embedder; and ``zipappend.append`` alone in a child Python. Peak RSS is the child's
+(``wait4`` rusage). Every multi-GiB file is deleted before returning.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+from bench.measure import median, run
+
+_BLOCK = 4 << 20
+GIB = 1 << 30
+# zipappend.append alone (no SCons): host + the model, as the artifact step calls it.
+_DIRECT = ("import sys; from opencoti_build import zipappend; "
+           "zipappend.append(sys.argv[1], [zipappend.Entry.file(sys.argv[2])], sys.argv[3])")
+
+
+def write_model(path: Path, size: int) -> None:
+    """A ``size``-byte GGUF: the v3 header (no tensors, no metadata), then dense bytes."""
+    block = bytearray(os.urandom(_BLOCK))
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 0))
+        left = size - f.tell()
+        while left:
+            n = min(left, _BLOCK)
+            f.write(memoryview(block)[:n])
+            left -= n
+
+
+def _pledge() -> Path:
+    import cosmo_file
+
+    return Path(cosmo_file.__file__).parent / "data" / "pledge"
+
+
+def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
+    """cp, package and verify one ``size``-byte model ``runs`` times; medians and peak RSS."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    model = work / "model.gguf"
+    host = work / "pledge"
+    shutil.copyfile(_pledge(), host)
+    os.chmod(host, 0o755)
+    args = work / "bench.args"
+    args.write_text(f"--strace\n--ftrace /zip/{model.name}\n")  # options the pledge APE knows
+    build = work / "b"
+    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", "CPU_ONLY=1", "ARCH=x86_64",
+            f"HOST={host}", f"MODEL={model}", f"ARGS={args}", f"BUILD_DIR={build / 'out'}",
+            f"CACHE_DIR={build / 'cache'}", f"DIST_DIR={build / 'dist'}", f"BACKEND_DIST_DIR={build / 'vd'}",
+            f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}"]
+    env = dict(os.environ, PYTHONPATH=str(project / "site_scons"))
+    rows = []
+    try:
+        write_model(model, size)
+        for _ in range(runs):
+            copy = run(["cp", model, work / "copy.gguf"])
+            (work / "copy.gguf").unlink()
+            shutil.rmtree(build / "dist", ignore_errors=True)  # force the artifact step each run
+            package = run(argv, env=env)
+            if package.returncode != 0:
+                raise RuntimeError(f"scons package failed:\n{package.output[-2000:]}")
+            embedder = next((build / "dist" / "llamafile").glob("opencoti-embedder-*.llamafile"))
+            direct = run([sys.executable, "-c", _DIRECT, host, model, work / "direct.llamafile"], env=env)
+            (work / "direct.llamafile").unlink(missing_ok=True)
+            if direct.returncode != 0:
+                raise RuntimeError(f"zipappend failed:\n{direct.output[-2000:]}")
+            verify = run([sys.executable, "-m", "opencoti_build", "verify", embedder], env=env)
+            if verify.returncode != 0:
+                raise RuntimeError(f"verify failed:\n{verify.output[-2000:]}")
+            rows.append({"cp_wall": copy.wall, "package_wall": package.wall, "package_rss_kib": package.max_rss_kib,
+                         "append_wall": direct.wall, "append_rss_kib": direct.max_rss_kib,
+                         "verify_wall": verify.wall, "verify_rss_kib": verify.max_rss_kib,
+                         "artifact_bytes": embedder.stat().st_size})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    med = {k: median([r[k] for r in rows]) for k in rows[0]}
+    return {
+        "size": size, "runs": rows, "medians": med,
+        "cp_gib_s": size / GIB / med["cp_wall"], "package_gib_s": size / GIB / med["package_wall"],
+        "append_gib_s": size / GIB / med["append_wall"], "verify_gib_s": size / GIB / med["verify_wall"],
+        "ratios": [r["package_wall"] / r["cp_wall"] for r in rows],
+        "ratio_median": median([r["package_wall"] / r["cp_wall"] for r in rows]),
+    }

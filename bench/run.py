@@ -1,0 +1,109 @@
+"""Benchmarks: this build against make + ccache on a generated fat tree, and packaging a large GGUF.
+
+    python3 bench/run.py            # medians of 5, 420 and 2,000 TUs, 2 GiB and 4.5 GiB models (~40 min on 2 cores)
+    python3 bench/run.py --quick    # 3 runs, growth to 840 TUs, a 2 GiB model only
+
+Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables; bench/tuning.md appended),
+plus docs/benchmarks-null-growth.png when matplotlib is installed. Measures and records; never asserts on time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
+
+from bench import fatbench, packbench, report  # noqa: E402
+from bench.measure import machine, median  # noqa: E402
+
+GIB = 1 << 30
+
+
+def _commit(project: Path) -> str:
+    proc = subprocess.run(["git", "-C", str(project), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return proc.stdout.strip() or "not a git checkout"
+
+
+def _log(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+def fat_part(project: Path, work: Path, tus: int, runs: int, warm_runs: int, recache_runs: int, jobs: int) -> dict:
+    tree, builds = fatbench.prepare(work / f"fat-{tus}", tus, project, jobs)
+    _log(f"{tus} TUs: cold builds")
+    cold = fatbench.cold(builds)
+    for name, outcome in cold.items():
+        if outcome["returncode"] != 0:
+            raise SystemExit(f"bench: the cold {name} build of the generated tree failed (rc {outcome['returncode']})")
+    _log("null builds")
+    null = fatbench.null(builds, runs)
+    _log("header edits")
+    edit = fatbench.header_edit(tree, builds, runs)
+    _log("warm-cache rebuilds")
+    scons, make = builds
+    recache = fatbench.MakeBuild(project, tree.root, make.work, jobs, recache=True)
+    warm = fatbench.warm_cache(tree.root, [scons, make, recache],
+                               {scons.name: warm_runs, make.name: warm_runs, recache.name: recache_runs})
+    return {"tus": tus, "headers": tree.headers, "cold": cold, "null": null, "header_edit": edit, "warm_cache": warm}
+
+
+def growth_point(project: Path, work: Path, tus: int, runs: int, jobs: int) -> dict:
+    _, builds = fatbench.prepare(work / f"fat-{tus}", tus, project, jobs)
+    _log(f"{tus} TUs: cold builds, then null builds")
+    cold = fatbench.cold(builds)
+    null = fatbench.null(builds, runs)
+    return {"tus": tus, "cold": cold, **null}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="3 runs, growth to 840 TUs, the 2 GiB model only")
+    parser.add_argument("--tus", type=int, default=420, help="TUs of the main fat tree (default 420)")
+    parser.add_argument("--growth", type=int, nargs="*", help="larger trees for the null-build growth (default 2000)")
+    parser.add_argument("--runs", type=int, help="repetitions for medians (default 5; --quick 3)")
+    parser.add_argument("--model-gib", type=float, nargs="*", help="model sizes in GiB (default 2 4.5; --quick 2)")
+    parser.add_argument("--parts", default="fat,package", help="comma list of: fat, package (default both)")
+    parser.add_argument("--project", type=Path, default=PROJECT, help="the opencoti-build checkout to measure")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/opencoti-bench"), help="scratch dir (trees, outputs, models)")
+    parser.add_argument("--docs", type=Path, default=PROJECT / "docs", help="where benchmarks.md/.json go")
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    runs = args.runs or (3 if args.quick else 5)
+    growth = args.growth if args.growth is not None else ([840] if args.quick else [2000])
+    models = args.model_gib if args.model_gib is not None else ([2.0] if args.quick else [2.0, 4.5])
+    parts = set(args.parts.split(","))
+    project = args.project.resolve()
+
+    results: dict = {
+        "command": shlex.join(["python3", "bench/run.py", *(sys.argv[1:] if argv is None else argv)]),
+        "machine": machine(), "project": str(project), "commit": _commit(project), "jobs": args.jobs,
+    }
+    if "fat" in parts:
+        results["fat"] = fat_part(project, args.work, args.tus, runs, warm_runs=runs, recache_runs=1, jobs=args.jobs)
+        null = results["fat"]["null"]
+        results["growth"] = [{"tus": args.tus, "medians": null["medians"], "ratio_median": null["ratio_median"]}]
+        results["growth"] += [growth_point(project, args.work, n, runs, args.jobs) for n in growth]
+    if "package" in parts:
+        results["packaging"] = []
+        for gib in models:
+            _log(f"packaging a {gib} GiB model")
+            results["packaging"].append(packbench.bench_size(project, args.work / "package", int(gib * GIB), runs))
+    args.docs.mkdir(parents=True, exist_ok=True)
+    (args.docs / "benchmarks.json").write_text(json.dumps(results, indent=1) + "\n")
+    tuning = PROJECT / "bench" / "tuning.md"
+    path = report.write(results, args.docs, [tuning.read_text()] if tuning.exists() else [])
+    _log(f"wrote {path}")
+    if "fat" in results:
+        _log(f"null build: scons/make median ratio {results['fat']['null']['ratio_median']:.1f}; header edit "
+             f"compiles {median(results['fat']['header_edit']['compiles']['scons'])} "
+             f"(dependents {results['fat']['header_edit']['expected_dependents']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Smoke test of the benchmark runner: a tiny tree through both builds, one run, a table written.
+
+Asserts only on what the runner records (counts, files, structure), never on times.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT
+
+sys.path.insert(0, str(PROJECT))
+
+from bench import fattree  # noqa: E402
+from opencoti_build import sources  # noqa: E402
+
+
+def test_generated_tree_is_built_from_the_package_table(tmp_path: Path) -> None:
+    tree = fattree.generate(tmp_path / "src", 40)
+    resolved = sorted(s for p in sources.HOST_PROGRAM.packages for s in p.resolve(tree.root))
+    assert resolved == sorted(tree.tus) and len(tree.tus) == 40
+    assert fattree.MAIN_TU in tree.tus
+    assert (tree.root / fattree.VERSION_H).is_file()
+
+
+def test_header_edit_changes_only_that_header(tmp_path: Path) -> None:
+    tree = fattree.generate(tmp_path / "src", 40)
+    header = tree.root / fattree.EDIT_HEADER
+    before = header.read_text()
+    fattree.edit_header(tree, fattree.EDIT_HEADER, serial=7)
+    assert header.read_text() != before and "= 7;" in header.read_text()
+
+
+@pytest.mark.skipif(subprocess.run(["which", "ccache"], capture_output=True).returncode != 0, reason="needs ccache")
+def test_runner_writes_tables_on_a_tiny_tree(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    proc = subprocess.run(
+        [sys.executable, str(PROJECT / "bench" / "run.py"), "--tus", "14", "--growth", "--runs", "1",
+         "--parts", "fat", "--docs", str(docs), "--work", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((docs / "benchmarks.json").read_text())
+    fat = results["fat"]
+    assert fat["cold"]["scons"]["returncode"] == 0 and fat["cold"]["make+ccache"]["returncode"] == 0
+    assert fat["cold"]["scons"]["compiles"] == fat["cold"]["make+ccache"]["compiles"] == 14
+    assert fat["null"]["needless_compiles"] == {"scons": 0, "make+ccache": 0}
+    edit = fat["header_edit"]
+    assert edit["compiles"]["scons"] == [edit["expected_dependents"]]
+    assert edit["compiles"]["make+ccache"] == [edit["expected_dependents"]]
+    scons_warm = fat["warm_cache"]["results"]["scons"]["runs"][0]
+    assert scons_warm["aarch64_twins"] == fat["warm_cache"]["objects"] and scons_warm["compiles"] == 0
+    table = (docs / "benchmarks.md").read_text()
+    assert "### Null build" in table and "| scons |" in table and "| make+ccache |" in table
