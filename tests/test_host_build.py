@@ -42,6 +42,9 @@ def test_the_program_runs_on_both_architectures(built_mini: Path) -> None:
     assert lief.ELF.parse(str(arm)).header.machine_type == lief.ELF.ARCH.AARCH64
     out = subprocess.run(["qemu-aarch64", str(arm)], capture_output=True, text=True, timeout=60).stdout
     assert out == "llama ggml 1, sgemm 1 2 3 4, keyword(1)\n"  # the arm82 TinyBLAS kernel ran
+    # build-info.cpp is generated from the tree's template, reproducibly (no clock), as upstream's BUILD.mk values
+    info = subprocess.run([str(binary), "--build-info"], capture_output=True, text=True).stdout
+    assert info == "build 0 (unknown) with cosmocc for cosmopolitan\n"
     served = subprocess.run([str(binary), "--server", "-m", "m.gguf", "--slot-initial-ctx", "4096"],
                             capture_output=True, text=True).stdout
     assert "initial=4096" in served

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import MINI_TREE, scons
 from native_support import DOWNLOAD, sdist_llamacpp
-from opencoti_build import native_lane, sources
+from opencoti_build import native_lane, sources, templates
 
 PROJECT = Path(__file__).resolve().parents[1]
 MINI = f"SRC={MINI_TREE}"
@@ -70,10 +70,10 @@ def test_llamacpp_must_hold_ggml_and_src(tmp_path: Path) -> None:
 
 def test_configure_template_is_cmakes_at_only_configure_file() -> None:
     text = "#cmakedefine HAS 1\n#cmakedefine NOT 1\nint n = @N@; const char *s = \"@S@\";\n"
-    out = native_lane.configure_template(text, {"HAS": "1", "NOT": "", "N": "0", "S": "unknown"})
+    out = templates.configure_template(text, {"HAS": "1", "NOT": "", "N": "0", "S": "unknown"})
     assert out == "#define HAS 1\n/* #undef NOT */\nint n = 0; const char *s = \"unknown\";\n"
-    with pytest.raises(native_lane.TemplateError, match="@?NEW.*template_values"):
-        native_lane.configure_template("@NEW@", {})
+    with pytest.raises(templates.TemplateError, match="@?NEW.*template_values"):
+        templates.configure_template("@NEW@", {})
 
 
 def test_cublas_is_found_in_the_toolkit_before_a_wheel(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ over the description, never as a second source list:
 - the CPU backend gets this architecture's ``ggml-cpu/arch/<arch>`` kernels (the fat lane builds
   ``GGML_CPU_GENERIC``), with the instruction sets of upstream's CMake ``GGML_NATIVE=OFF`` profile;
 - the files upstream's CMake generates from ``*.in`` templates are written reproducibly
-  (:func:`configure_template`: the description's version stamps, build number 0, no date, no web UI);
+  (opencoti_build.templates, shared with the fat lane);
 - cuBLAS is found in the toolkit or in NVIDIA's ``nvidia-cublas`` wheel (:func:`find_cublas`).
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ import glob
 import importlib.util
 import os
 import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,27 +59,6 @@ BACKEND_REG_SOURCE = f"{LLAMA_PREFIX}ggml/src/ggml-backend-reg.cpp"
 
 class NativeTreeError(ValueError):
     """LLAMACPP names no llama.cpp checkout (one-line message naming it and the fix)."""
-
-
-class TemplateError(ValueError):
-    """A CMake template uses a variable this lane does not define."""
-
-
-@dataclass(frozen=True)
-class Generated:
-    """A file upstream's CMake configures from ``template``; ``package`` compiles it (None: a header)."""
-
-    template: str  # description-relative (llama.cpp/...)
-    output: str  # file name in the lane's generated directory
-    package: str | None = None
-
-
-GENERATED: tuple[Generated, ...] = (
-    Generated(f"{LLAMA_PREFIX}ggml/src/ggml-version.h.in", "ggml-version.h"),
-    Generated(f"{LLAMA_PREFIX}common/build-info.cpp.in", "build-info.cpp", "common"),
-    Generated(f"{LLAMA_PREFIX}tools/ui/ui.h.in", "ui.h"),
-    Generated(f"{LLAMA_PREFIX}tools/ui/ui.cpp.in", "ui.cpp", "server"),
-)
 
 
 @dataclass(frozen=True)
@@ -149,34 +127,6 @@ def native_package(package: sources.Package, machine: str) -> sources.Package | 
 def native_packages(machine: str, program: sources.Program = sources.HOST_PROGRAM) -> list[sources.Package]:
     """The program's packages with a llama.cpp part, as :func:`native_package` reads them, in link order."""
     return [n for n in (native_package(p, machine) for p in program.packages) if n is not None]
-
-
-def template_values(stamps: Mapping[str, str], compiler: str, machine: str) -> dict[str, str]:
-    """The values the lane's templates use: the description's stamps (sources.tree_stamps), no clock."""
-    return {
-        "GGML_VERSION": stamps["GGML_VERSION"], "GGML_BUILD_COMMIT": stamps["GGML_COMMIT"],
-        "LLAMA_BUILD_NUMBER": "0", "LLAMA_BUILD_COMMIT": stamps["LLAMA_COMMIT"],
-        "BUILD_COMPILER": compiler, "BUILD_TARGET": f"{machine}-linux-gnu",
-        # the web UI is a separate npm build: the server is built without embedded assets
-        "N_ASSETS": "0", "ASSET_ARRAYS": "", "ASSET_TABLE": "", "USE_GZIP": "false",
-        "LLAMA_UI_HAS_ASSETS": "",
-    }
-
-
-def configure_template(text: str, values: Mapping[str, str]) -> str:
-    """CMake ``configure_file(@ONLY)``: ``@VAR@`` replaced, ``#cmakedefine VAR …`` defined when VAR is non-empty."""
-    def value(name: str) -> str:
-        if name not in values:
-            raise TemplateError(f"template variable {name} has no native-lane value; add it to "
-                                f"template_values in site_scons/opencoti_build/native_lane.py")
-        return values[name]
-
-    def cmakedefine(match: re.Match[str]) -> str:
-        name, rest = match.group(1), match.group(2)
-        return f"#define {name}{rest}" if value(name) else f"/* #undef {name} */"
-
-    text = re.sub(r"^#cmakedefine\s+(\w+)(.*)$", cmakedefine, text, flags=re.MULTILINE)
-    return re.sub(r"@(\w+)@", lambda m: value(m.group(1)), text)
 
 
 def _cublas_in(root: str, major: int) -> Cublas | None:
