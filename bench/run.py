@@ -3,7 +3,8 @@
     python3 bench/run.py            # medians of 5, 420 and 2,000 TUs, 2 GiB and 4.5 GiB models (~40 min on 2 cores)
     python3 bench/run.py --quick    # 3 runs, growth to 840 TUs, a 2 GiB model only
 
-Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables; bench/tuning.md appended),
+Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables; bench/tuning.md appended;
+`--report-only` rewrites the .md from the .json),
 plus docs/benchmarks-null-growth.png when matplotlib is installed. Measures and records; never asserts on time.
 """
 from __future__ import annotations
@@ -60,6 +61,21 @@ def growth_point(project: Path, work: Path, tus: int, runs: int, jobs: int) -> d
     return {"tus": tus, "cold": cold, **null}
 
 
+def _hand_written() -> list[str]:
+    tuning = PROJECT / "bench" / "tuning.md"
+    return [tuning.read_text()] if tuning.exists() else []
+
+
+def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
+    """Keep the parts this run did not measure from the previous results (one table, several runs)."""
+    if parts >= {"fat", "package"} or not previous.exists():
+        results["commands"] = [results.pop("command")]
+        return results
+    old = json.loads(previous.read_text())
+    kept = {k: old[k] for k in ("fat", "growth", "packaging") if k in old and k not in results}
+    return {**results, **kept, "commands": [*old.get("commands", []), results.pop("command")]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="3 runs, growth to 840 TUs, the 2 GiB model only")
@@ -72,7 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/opencoti-bench"), help="scratch dir (trees, outputs, models)")
     parser.add_argument("--docs", type=Path, default=PROJECT / "docs", help="where benchmarks.md/.json go")
     parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("--report-only", action="store_true",
+                        help="rewrite benchmarks.md from the benchmarks.json already in --docs; measure nothing")
     args = parser.parse_args(argv)
+    if args.report_only:
+        results = json.loads((args.docs / "benchmarks.json").read_text())
+        _log(f"wrote {report.write(results, args.docs, _hand_written())}")
+        return 0
     runs = args.runs or (3 if args.quick else 5)
     growth = args.growth if args.growth is not None else ([840] if args.quick else [2000])
     models = args.model_gib if args.model_gib is not None else ([2.0] if args.quick else [2.0, 4.5])
@@ -94,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"packaging a {gib} GiB model")
             results["packaging"].append(packbench.bench_size(project, args.work / "package", int(gib * GIB), runs))
     args.docs.mkdir(parents=True, exist_ok=True)
+    results = _merge(args.docs / "benchmarks.json", results, parts)
     (args.docs / "benchmarks.json").write_text(json.dumps(results, indent=1) + "\n")
-    tuning = PROJECT / "bench" / "tuning.md"
-    path = report.write(results, args.docs, [tuning.read_text()] if tuning.exists() else [])
+    path = report.write(results, args.docs, _hand_written())
     _log(f"wrote {path}")
     if "fat" in results:
         _log(f"null build: scons/make median ratio {results['fat']['null']['ratio_median']:.1f}; header edit "
