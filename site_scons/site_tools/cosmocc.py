@@ -89,14 +89,24 @@ def _run_argv(target, source, env, command_var: str) -> int:
     return proc.returncode
 
 
-def _fat_compile(target, source, env):
-    return _run_argv(target, source, env, "FATCXXCOM" if _is_cxx(source[0]) else "FATCCCOM")
+def _fat_compile_c(target, source, env):
+    return _run_argv(target, source, env, "FATCCCOM")
+
+
+def _fat_compile_cxx(target, source, env):
+    return _run_argv(target, source, env, "FATCXXCOM")
 
 
 def _fat_compile_str(target, source, env):
     if env.get("VERBOSE"):
         return " ".join(_argv(env, "FATCXXCOM" if _is_cxx(source[0]) else "FATCCCOM", target, source))
     return f"FATCC {target[0]} (+ .aarch64)"
+
+
+def _freeze_include_flags(env) -> None:
+    """Expand the -iquote/-I/-isystem flags once for this env instead of once per object signature."""
+    env["_FATINCFLAGS"] = (_dir_flags("-iquote", env["IQUOTEPATH"]) + _dir_flags("-I", env["CPPPATH"])
+                           + _dir_flags("-isystem", env["ISYSTEMPATH"]))
 
 
 def _fat_object_emitter(target, source, env):
@@ -193,10 +203,11 @@ def generate(env) -> None:
     env["FATCCCOM"] = f"$FATCC {common} $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
     env["FATCXXCOM"] = f"$FATCXX {common} $FATCXXFLAGS $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
 
-    compile_action = SCons.Action.Action(
-        _fat_compile, _fat_compile_str, varlist=["FATCCCOM", "FATCXXCOM"])
+    # One action per language, each signed by its own command only (half the substitution per object).
+    c_action = SCons.Action.Action(_fat_compile_c, _fat_compile_str, varlist=["FATCCCOM"])
+    cxx_action = SCons.Action.Action(_fat_compile_cxx, _fat_compile_str, varlist=["FATCXXCOM"])
     env["BUILDERS"]["FatObject"] = SCons.Builder.Builder(
-        action=compile_action, emitter=_fat_object_emitter, source_scanner=include_scanner(),
+        action={".c": c_action, **{suffix: cxx_action for suffix in CXX_SUFFIXES}}, emitter=_fat_object_emitter, source_scanner=include_scanner(),
         suffix=".o", single_source=True)
     env["BUILDERS"]["FatLibrary"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_fat_archive, "FATAR ${TARGETS[0]} (+ .aarch64)", varlist=["FATAR"]),
@@ -209,6 +220,7 @@ def generate(env) -> None:
         action=SCons.Action.Action(_gperf, "GPERF $TARGET"),
         suffix=".c", src_suffix=".gperf", single_source=True)
     env.AddMethod(_print_toolchain_once, "SayToolchain")
+    env.AddMethod(_freeze_include_flags, "FreezeIncludeFlags")
 
 
 def exists(env) -> bool:
