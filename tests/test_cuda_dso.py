@@ -147,3 +147,18 @@ def test_host_build_reads_no_backend(tmp_path: Path) -> None:
     proc = scons("-n", f"SRC={MINI_TREE}", f"CUDA_PATH={tmp_path / 'cuda'}", build=tmp_path)
     assert not log.exists()
     assert "WARN" not in proc.stderr
+
+
+def test_cublas_build_links_cublas_instead_of_tinyblas(tmp_path: Path) -> None:
+    from opencoti_build import cublas
+
+    if cublas.find_any(str(NVCC_ROOT), 13) is None:
+        pytest.skip("no cuBLAS 13 in the toolkit or the nvidia-cublas wheel")
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", "CUDA_ARCHS=75", "FA_ALL_QUANTS=0", "CUBLAS=1",
+                 "VERBOSE=1", "cuda", build=tmp_path)
+    assert "tinyblas.cu" not in nvcc_compiles(proc.stdout) and "-DGGML_USE_CUBLAS" in proc.stdout
+    import lief
+
+    dso = lief.ELF.parse(str(dso_path(tmp_path)))
+    assert "libcublas.so.13" in dso.libraries  # resolved at verification through the wheel's lib dir
+    assert "ggml_cuda_cublas_ready" in {s.name for s in dso.dynamic_symbols if s.exported}

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import MINI_TREE, scons
 from native_support import DOWNLOAD, sdist_llamacpp
-from opencoti_build import native_lane, sources, templates
+from opencoti_build import cublas, native_lane, sources, templates
 
 PROJECT = Path(__file__).resolve().parents[1]
 MINI = f"SRC={MINI_TREE}"
@@ -87,11 +87,11 @@ def test_cublas_is_found_in_the_toolkit_before_a_wheel(tmp_path: Path) -> None:
     wheel = layout(tmp_path / "site" / "nvidia" / "cu13", "libcublas.so.13")
     toolkit = tmp_path / "toolkit"
     toolkit.mkdir()
-    found = native_lane.find_cublas(str(toolkit), 13, [str(wheel)])
-    assert found == native_lane.Cublas(str(wheel / "include"), str(wheel / "lib"), "libcublas.so.13")
-    assert native_lane.find_cublas(str(toolkit), 12, [str(wheel)]) is None  # a cu13 library never serves CUDA 12
+    found = cublas.find_cublas(str(toolkit), 13, [str(wheel)])
+    assert found == cublas.Cublas(str(wheel / "include"), str(wheel / "lib"), "libcublas.so.13")
+    assert cublas.find_cublas(str(toolkit), 12, [str(wheel)]) is None  # a cu13 library never serves CUDA 12
     layout(toolkit, "libcublas.so")
-    assert native_lane.find_cublas(str(toolkit), 13, [str(wheel)]).lib_dir == str(toolkit / "lib")
+    assert cublas.find_cublas(str(toolkit), 13, [str(wheel)]).lib_dir == str(toolkit / "lib")
 
 
 def test_the_stubs_answer_not_handled(tmp_path: Path) -> None:

@@ -13,17 +13,14 @@ over the description, never as a second source list:
   ``GGML_CPU_GENERIC``), with the instruction sets of upstream's CMake ``GGML_NATIVE=OFF`` profile;
 - the files upstream's CMake generates from ``*.in`` templates are written reproducibly
   (opencoti_build.templates, shared with the fat lane);
-- cuBLAS is found in the toolkit or in NVIDIA's ``nvidia-cublas`` wheel (:func:`find_cublas`).
+- cuBLAS is found in the toolkit or in NVIDIA's ``nvidia-cublas`` wheel (opencoti_build.cublas).
 """
 from __future__ import annotations
 
 import dataclasses
-import glob
-import importlib.util
 import os
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from opencoti_build import sources
@@ -59,13 +56,6 @@ BACKEND_REG_SOURCE = f"{LLAMA_PREFIX}ggml/src/ggml-backend-reg.cpp"
 
 class NativeTreeError(ValueError):
     """LLAMACPP names no llama.cpp checkout (one-line message naming it and the fix)."""
-
-
-@dataclass(frozen=True)
-class Cublas:
-    include_dir: str
-    lib_dir: str
-    library: str  # file name to link as -l:NAME (wheels ship only libcublas.so.<major>)
 
 
 def llamacpp_dir(value: str, src: str, project: str) -> str:
@@ -127,29 +117,3 @@ def native_package(package: sources.Package, machine: str) -> sources.Package | 
 def native_packages(machine: str, program: sources.Program = sources.HOST_PROGRAM) -> list[sources.Package]:
     """The program's packages with a llama.cpp part, as :func:`native_package` reads them, in link order."""
     return [n for n in (native_package(p, machine) for p in program.packages) if n is not None]
-
-
-def _cublas_in(root: str, major: int) -> Cublas | None:
-    includes = [d for d in (os.path.join(root, "include"), *glob.glob(os.path.join(root, "targets", "*", "include")))
-                if os.path.isfile(os.path.join(d, "cublas_v2.h"))]
-    for lib_dir in (os.path.join(root, d) for d in ("lib64", "lib", *glob.glob("targets/*/lib", root_dir=root))):
-        for name in ("libcublas.so", f"libcublas.so.{major}"):
-            if includes and os.path.exists(os.path.join(lib_dir, name)):
-                return Cublas(includes[0], os.path.realpath(lib_dir), name)
-    return None
-
-
-def wheel_roots(major: int) -> list[str]:
-    """Where NVIDIA's wheels put cuBLAS: ``nvidia/cu<major>/`` (CUDA 13) or ``nvidia/cublas/`` (CUDA 12)."""
-    spec = importlib.util.find_spec("nvidia")
-    bases = list(spec.submodule_search_locations or []) if spec else []
-    return [os.path.join(base, sub) for base in bases for sub in (f"cu{major}", "cublas")]
-
-
-def find_cublas(toolkit_root: str, major: int, extra_roots: Sequence[str] = ()) -> Cublas | None:
-    """cuBLAS headers and library for a CUDA ``major`` toolkit: the toolkit's own first, then ``extra_roots``."""
-    for root in (toolkit_root, *extra_roots):
-        found = _cublas_in(root, major)
-        if found is not None:
-            return found
-    return None
