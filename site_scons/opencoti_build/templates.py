@@ -27,6 +27,7 @@ class Generated:
 
 GENERATED: tuple[Generated, ...] = (
     Generated(f"{LLAMA}/ggml/src/ggml-version.h.in", "ggml-version.h"),
+    Generated(f"{LLAMA}/src/llama-version.h.in", "llama-version.h"),
     Generated(f"{LLAMA}/common/build-info.cpp.in", "build-info.cpp", "common"),
     Generated(f"{LLAMA}/tools/ui/ui.h.in", "ui.h"),
     Generated(f"{LLAMA}/tools/ui/ui.cpp.in", "ui.cpp", "server"),
@@ -37,6 +38,7 @@ def template_values(stamps: Mapping[str, str], compiler: str, target: str) -> di
     """The values the templates use; ``compiler``/``target`` are what the build-info reports."""
     return {
         "GGML_VERSION": stamps["GGML_VERSION"], "GGML_BUILD_COMMIT": stamps["GGML_COMMIT"],
+        "LLAMA_VERSION": stamps["LLAMA_VERSION"],
         "LLAMA_BUILD_NUMBER": "0", "LLAMA_BUILD_COMMIT": stamps["LLAMA_COMMIT"],
         "BUILD_COMPILER": compiler, "BUILD_TARGET": target,
         "N_ASSETS": "0", "ASSET_ARRAYS": "", "ASSET_TABLE": "", "USE_GZIP": "false",
