@@ -2,7 +2,9 @@
 
 Marked ``realtree`` (excluded by default; `python3 -m pytest -m realtree tests/test_native_realtree.py`).
 The sdist is downloaded once into the cache (tests/native_support.py); objects go through a persistent
-CacheDir (``OPENCOTI_NATIVE_CACHE``, default ~/.cache/opencoti/native-cache), so a rerun only links.
+CacheDir (``OPENCOTI_NATIVE_CACHE``, default ~/.cache/opencoti/native-cache) from a fixed output directory
+beside it (CacheDir keys include each target's path, so a fresh tmp dir per run would never hit): a rerun
+only links.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def get(url: str, body: dict | None = None) -> tuple[int, dict]:
 def test_llama_server_from_the_sdist_serves_embeddings(tmp_path: Path) -> None:
     llamacpp = sdist_llamacpp(download=True)
     assert llamacpp is not None
-    build = tmp_path / "b"
+    build = CACHE.parent / "native-realtree"
     scons("-j2", "native", f"SRC={MINI_TREE}", f"LLAMACPP={llamacpp}", "CPU_ONLY=1", f"CACHE_DIR={CACHE}",
           build=build, timeout=BUILD_TIMEOUT_S)
     server = build / "out" / "native" / "bin" / "llama-server"

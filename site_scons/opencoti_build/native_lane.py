@@ -44,7 +44,11 @@ ARCH_FLAGS: Mapping[str, tuple[str, ...]] = {
 }
 
 # Directories a newer llama.cpp adds to a package, and the TUs of other programs in listed directories.
-EXTRA_DIRS: Mapping[str, tuple[str, ...]] = {sources.COMMON.name: (f"{LLAMA_PREFIX}common/parsers",)}
+EXTRA_DIRS: Mapping[str, tuple[str, ...]] = {
+    sources.COMMON.name: (f"{LLAMA_PREFIX}common/parsers",),
+    sources.GGML.name: (f"{LLAMA_PREFIX}ggml/src/ggml-cpu/tiled",),  # the tiled matmul kernels ggml-cpu.c calls
+    sources.MTMD.name: (f"{LLAMA_PREFIX}vendor/hash",),  # CMake's vendor::hash, which mtmd links
+}
 NATIVE_EXCLUDE: tuple[str, ...] = (
     f"{LLAMA_PREFIX}tools/mtmd/mtmd-cli.cpp", f"{LLAMA_PREFIX}tools/mtmd/deprecation-warning.cpp",
     f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch/*/cpu-feats.cpp",  # scores CPU variants of GGML_BACKEND_DL builds
