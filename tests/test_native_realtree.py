@@ -3,8 +3,8 @@
 Marked ``realtree`` (excluded by default; `python3 -m pytest -m realtree tests/test_native_realtree.py`).
 The sdist is downloaded once into the cache (tests/native_support.py); objects go through a persistent
 CacheDir (``OPENCOTI_NATIVE_CACHE``, default ~/.cache/opencoti/native-cache) from a fixed output directory
-beside it (CacheDir keys include each target's path, so a fresh tmp dir per run would never hit): a rerun
-only links.
+(``OPENCOTI_NATIVE_BUILD``, default ~/.cache/opencoti/native-realtree; CacheDir keys include each target's
+path, so a fresh tmp dir per run would never hit): a rerun only links.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from native_support import N_EMBD, free_port, sdist_llamacpp, write_tiny_llama
 pytestmark = pytest.mark.realtree
 
 CACHE = Path(os.environ.get("OPENCOTI_NATIVE_CACHE", Path.home() / ".cache" / "opencoti" / "native-cache"))
+BUILD = Path(os.environ.get("OPENCOTI_NATIVE_BUILD", CACHE.parent / "native-realtree"))
 BUILD_TIMEOUT_S = 4 * 3600  # a cold build on 2 shared cores
 
 
@@ -40,7 +41,7 @@ def get(url: str, body: dict | None = None) -> tuple[int, dict]:
 def test_llama_server_from_the_sdist_serves_embeddings(tmp_path: Path) -> None:
     llamacpp = sdist_llamacpp(download=True)
     assert llamacpp is not None
-    build = CACHE.parent / "native-realtree"
+    build = BUILD
     scons("-j2", "native", f"SRC={MINI_TREE}", f"LLAMACPP={llamacpp}", "CPU_ONLY=1", f"CACHE_DIR={CACHE}",
           build=build, timeout=BUILD_TIMEOUT_S)
     server = build / "out" / "native" / "bin" / "llama-server"

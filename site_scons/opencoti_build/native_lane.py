@@ -47,8 +47,11 @@ ARCH_FLAGS: Mapping[str, tuple[str, ...]] = {
 EXTRA_DIRS: Mapping[str, tuple[str, ...]] = {
     sources.COMMON.name: (f"{LLAMA_PREFIX}common/parsers",),
     sources.GGML.name: (f"{LLAMA_PREFIX}ggml/src/ggml-cpu/tiled",),  # the tiled matmul kernels ggml-cpu.c calls
-    sources.MTMD.name: (f"{LLAMA_PREFIX}vendor/hash",),  # CMake's vendor::hash, which mtmd links
+    # CMake's vendor::hash, which mtmd links (hash_sha256_hex); its sha256 core is plain C
+    sources.MTMD.name: (f"{LLAMA_PREFIX}vendor/hash", f"{LLAMA_PREFIX}vendor/hash/sha256"),
 }
+# Include dirs those extra directories need (vendor::hash's sources include "rotate-bits/…" from its root).
+EXTRA_IQUOTE: Mapping[str, tuple[str, ...]] = {sources.MTMD.name: (f"{LLAMA_PREFIX}vendor/hash",)}
 NATIVE_EXCLUDE: tuple[str, ...] = (
     f"{LLAMA_PREFIX}tools/mtmd/mtmd-cli.cpp", f"{LLAMA_PREFIX}tools/mtmd/deprecation-warning.cpp",
     f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch/*/cpu-feats.cpp",  # scores CPU variants of GGML_BACKEND_DL builds
@@ -111,7 +114,7 @@ def native_package(package: sources.Package, machine: str) -> sources.Package | 
         package,
         sources=own + tuple(f"{d}/*{ext}" for d in sorted(dirs) for ext in (".c", ".cpp")),
         exclude=package.exclude + NATIVE_EXCLUDE,
-        iquote=_own(package.iquote), isystem=_own(package.isystem),
+        iquote=_own(package.iquote) + EXTRA_IQUOTE.get(package.name, ()), isystem=_own(package.isystem),
         defines=tuple(native_defines(package.defines)), flags=tuple(native_flags(package.flags)),
         per_file=tuple(dataclasses.replace(r, flags=tuple(native_flags(r.flags)), target_arch=None)
                        for r in package.per_file),
