@@ -143,10 +143,8 @@ def write(results: dict, docs: Path, sections: list[str]) -> Path:
     if results.get("growth"):
         lines += _growth(results, docs)
     lines += ["## 2. The real llama.cpp tree: `scons native` vs CMake + Ninja", "",
-              "**Pending.** It needs the native lane (`scons native`, issue 6), which landed while these "
-              "measurements ran; the runner has no `native` part yet. To be added: the llama-cpp-python 0.3.36 "
-              "sdist's llama.cpp tree built by `scons native` and by its own CMake + Ninja at `-j2` (full build, "
-              "null build, a `ggml.h` edit, a leaf-header edit, warm-cache rebuild).", ""]
+              "The runner has no `native` part yet: one run was made by hand and is recorded in the section "
+              "\"The real llama.cpp tree, one run by hand\" below.", ""]
     if results.get("packaging"):
         lines += _packaging(results)
     lines += sections

@@ -3,8 +3,8 @@
     python3 bench/run.py            # medians of 5, 420 and 2,000 TUs, 2 GiB and 4.5 GiB models (~40 min on 2 cores)
     python3 bench/run.py --quick    # 3 runs, growth to 840 TUs, a 2 GiB model only
 
-Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables; bench/tuning.md appended;
-`--report-only` rewrites the .md from the .json),
+Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables, then bench/realtree.md and
+bench/tuning.md appended; `--report-only` rewrites the .md from the .json),
 plus docs/benchmarks-null-growth.png when matplotlib is installed. Measures and records; never asserts on time.
 """
 from __future__ import annotations
@@ -62,8 +62,9 @@ def growth_point(project: Path, work: Path, tus: int, runs: int, jobs: int) -> d
 
 
 def _hand_written() -> list[str]:
-    tuning = PROJECT / "bench" / "tuning.md"
-    return [tuning.read_text()] if tuning.exists() else []
+    """The hand-written sections appended after the tables: the real-tree run, then the tuning record."""
+    files = (PROJECT / "bench" / "realtree.md", PROJECT / "bench" / "tuning.md")
+    return [f.read_text() for f in files if f.exists()]
 
 
 def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
