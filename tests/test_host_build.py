@@ -277,3 +277,18 @@ def test_cosmocc_dir_is_used_when_given_and_checked(tmp_path: Path) -> None:
     assert f"{toolchain}/bin/cosmoc++ -mcosmo" in proc.stdout and "-Xx86_64-mtune=generic" in proc.stdout
     bad = scons(f"SRC={MINI_TREE}", f"COSMOCC={tmp_path}", build=tmp_path / "c", check=False)
     assert bad.returncode == 2 and "has no executable bin/cosmocc" in bad.stderr
+
+
+def test_an_edit_in_the_same_second_as_the_recorded_stamp_is_rebuilt(tree: Path, tmp_path: Path) -> None:
+    # SCons' own stamps are whole seconds; the build gives it sub-second mtimes (SConstruct).
+    import os
+
+    build = tmp_path / "b"
+    header = tree / "llama.cpp/ggml/src/ggml-cpu/vec.h"
+    os.utime(header, ns=(1_700_000_000_100_000_000,) * 2)
+    scons(f"SRC={tree}", "CACHE_DIR=", build=build)
+    header.write_text(header.read_text() + "// edited in the same second\n")
+    os.utime(header, ns=(1_700_000_000_900_000_000,) * 2)
+    rebuilt = compiled(scons(f"SRC={tree}", "CACHE_DIR=", build=build))
+    o = str(build / "out/o/llama.cpp/ggml/src/ggml-cpu")
+    assert rebuilt == [f"{o}/ggml-cpu.c.o", f"{o}/vec.cpp.o"]
