@@ -28,7 +28,7 @@ def llamafile_version(source_tree: Path) -> str:
 def first_field(text: str) -> str | None:
     """The first whitespace-separated word of the first line that is not blank or a '#' comment.
 
-    Shared by the tag file and the pin file, which use the same comment-tolerant format.
+    The tag file uses the pin file's comment-tolerant format (vendors/pin/embedder.txt).
     """
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
