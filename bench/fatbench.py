@@ -110,6 +110,21 @@ def null(builds: list[Builder], runs: int) -> dict:
             "ratio_median": median(ratios), "needless_compiles": compiles}
 
 
+def floor(work: Path, runs: int) -> dict:
+    """What any SCons null build pays before reading a SConscript: the interpreter, then SCons with an empty SConstruct."""
+    empty = work / "empty-sconstruct"
+    empty.mkdir(parents=True, exist_ok=True)
+    (empty / "SConstruct").write_text("")
+    commands = {"python3 -c pass": [sys.executable, "-c", "pass"],
+                "python3 -c 'import SCons.Script'": [sys.executable, "-c", "import SCons.Script"],
+                "scons -Q, empty SConstruct": [sys.executable, "-m", "SCons", "-C", str(empty), "-Q"]}
+    walls: dict[str, list[float]] = {k: [] for k in commands}
+    for _ in range(runs):
+        for name, argv in commands.items():
+            walls[name].append(run(argv).wall)
+    return {"walls": walls, "medians": {k: median(v) for k, v in walls.items()}}
+
+
 def header_edit(tree: fattree.FatTree, builds: list[Builder], runs: int, header: str = fattree.EDIT_HEADER) -> dict:
     """Edit one header (a new value each run), rebuild with each builder, then null-build again."""
     expected = len(tree.dependents(header))

@@ -17,8 +17,9 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _machine(results: dict) -> list[str]:
     m = results["machine"]
     return ["## Machine", "", *_table(["", ""], [[k, f"`{v}`"] for k, v in m.items()]),
-            f"Project measured: `{results['project']}` at commit `{results['commit']}`. Parallelism: `-j{results['jobs']}` "
-            "for both builds (the 2 cores are shared with other work, so absolute times carry noise; ratios are "
+            f"Project measured: `{results['project']}`, per part at commit "
+            + ", ".join(f"`{c}` ({part})" for part, c in results["commits"].items())
+            + f". Parallelism: `-j{results['jobs']}` for both builds (the 2 cores are shared with other work, so absolute times carry noise; ratios are "
             "taken pair by pair within one run, both builds back to back).", ""]
 
 
@@ -44,6 +45,12 @@ def _fat(results: dict) -> list[str]:
                       str(null["needless_compiles"][k])] for k in names])
     lines += [f"Ratio {names[0]} / {names[1]}, per run: {', '.join(f'{r:.1f}' for r in null['ratios'])}; "
               f"median **{null['ratio_median']:.1f}×**.", ""]
+    if "floor" in fat:
+        make = null["medians"][names[1]]
+        lines += ["The floor under any SCons null build, measured in the same run (median of "
+                  f"{len(next(iter(fat['floor']['walls'].values())))}), against {names[1]}'s null build:", "",
+                  *_table(["command", "median wall", f"× {names[1]} null build"],
+                          [[f"`{k}`", _s(v), f"{v / make:.1f}×"] for k, v in fat["floor"]["medians"].items()])]
     edit = fat["header_edit"]
     lines += [f"### One header edit (median of {len(edit['ratios'])})", "",
               f"`{edit['header']}` gets a new value each run (so neither cache can hit). Its dependents, from the "
@@ -108,6 +115,44 @@ def _plot_growth(growth: list[dict], path: Path) -> bool:
     return True
 
 
+def _realtree(real: dict) -> list[str]:
+    cold = real["cold"]
+    names = list(cold["medians"])
+    lines = ["## 2. The real llama.cpp tree: `scons native` vs CMake + Ninja", "",
+             f"`{real['tree']}` (the llama-cpp-python 0.3.36 sdist's llama.cpp), copied to a scratch directory and "
+             "built by `scons -j2 native CPU_ONLY=1 LLAMACPP=<copy>` (private CacheDir) and by the tree's own CMake "
+             f"(`cmake {' '.join(real['cmake_flags'])}`, then `ninja llama-server`; private `CCACHE_DIR`). "
+             "`RelWithDebInfo` gives CMake the description's `-O2 -g`; the copy's `src/CMakeLists.txt` has "
+             "upstream's unity build of `src/models/` switched off, so both compile the same files one by one "
+             f"(translation units compiled: {', '.join(f'{k} {v}' for k, v in real['translation_units'].items())}). "
+             "CMake's times include its configure step where one runs (cold, warm cache). Ratios are scons / CMake, "
+             "taken round by round with the order alternating. "
+             f"Both servers run (`llama-server --version`): {', '.join(f'{k} {v}' for k, v in real['servers_run'].items())}.",
+             ""]
+    rows = []
+    for key, label in (("cold", "cold build (empty output dir and cache)"), ("null", "null build"),
+                       ("leaf_edit", f"edit of `{real['leaf_edit']['header']}`"),
+                       ("core_edit", f"edit of `{real['core_edit']['header']}`"),
+                       ("warm_cache", "rebuild after deleting the output dir, warm cache")):
+        m = real[key]
+        cells = [label, str(len(m["ratios"]))]
+        for name in names:
+            runs = m["runs"][name]
+            walls = ", ".join(f"{r['wall']:.1f}" for r in runs)
+            cells.append(f"{_s(m['medians'][name])} ({walls}); "
+                         f"compiles {', '.join(str(r['compiles']) for r in runs)}; "
+                         f"restored {', '.join(str(r['restored']) for r in runs)}")
+        cells.append(f"{m['ratio_median']:.2f}×")
+        rows.append(cells)
+    lines += _table(["measurement", "runs", *(f"{n}: median (runs); compiles; restored from cache" for n in names),
+                     "ratio (median)"], rows)
+    peak = {n: max(r["max_rss_kib"] for r in real["null"]["runs"][n]) / 1024 for n in names}
+    lines += ["Peak RSS of a null build: " + ", ".join(f"{n} {v:.0f} MiB" for n, v in peak.items()) +
+              ". \"Restored\" counts SCons's `Retrieved … from cache` lines and ccache's direct + preprocessed hits.",
+              ""]
+    return lines
+
+
 def _packaging(results: dict) -> list[str]:
     rows = []
     for p in results["packaging"]:
@@ -142,9 +187,8 @@ def write(results: dict, docs: Path, sections: list[str]) -> Path:
         lines += _fat(results)
     if results.get("growth"):
         lines += _growth(results, docs)
-    lines += ["## 2. The real llama.cpp tree: `scons native` vs CMake + Ninja", "",
-              "The runner has no `native` part yet: one run was made by hand and is recorded in the section "
-              "\"The real llama.cpp tree, one run by hand\" below.", ""]
+    if results.get("realtree"):
+        lines += _realtree(results["realtree"])
     if results.get("packaging"):
         lines += _packaging(results)
     lines += sections

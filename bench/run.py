@@ -1,10 +1,13 @@
-"""Benchmarks: this build against make + ccache on a generated fat tree, and packaging a large GGUF.
+"""Benchmarks: this build against make + ccache on a generated fat tree, against CMake + Ninja on the real
+llama.cpp tree, and packaging a large GGUF.
 
-    python3 bench/run.py            # medians of 5, 420 and 2,000 TUs, 2 GiB and 4.5 GiB models (~40 min on 2 cores)
-    python3 bench/run.py --quick    # 3 runs, growth to 840 TUs, a 2 GiB model only
+    python3 bench/run.py            # medians of 5 everywhere (hours on 2 cores: 20 cold builds of the real tree)
+    python3 bench/run.py --quick    # 3 runs, 1 cold build and 1 ggml.h edit of the real tree, growth to 840 TUs,
+                                    # a 2 GiB model only
+    python3 bench/run.py --parts realtree --heavy-runs 1   # one part; the others' last results are kept
 
-Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables, then bench/realtree.md and
-bench/tuning.md appended; `--report-only` rewrites the .md from the .json),
+Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables, then bench/tuning.md appended;
+`--report-only` rewrites the .md from the .json),
 plus docs/benchmarks-null-growth.png when matplotlib is installed. Measures and records; never asserts on time.
 """
 from __future__ import annotations
@@ -19,10 +22,12 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
 
-from bench import fatbench, packbench, report  # noqa: E402
+from bench import fatbench, packbench, realbench, report  # noqa: E402
 from bench.measure import machine, median  # noqa: E402
+from opencoti_build.llamacpp_sdist import sdist_llamacpp  # noqa: E402
 
 GIB = 1 << 30
+PARTS = ("fat", "realtree", "package")
 
 
 def _commit(project: Path) -> str:
@@ -43,6 +48,7 @@ def fat_part(project: Path, work: Path, tus: int, runs: int, warm_runs: int, rec
             raise SystemExit(f"bench: the cold {name} build of the generated tree failed (rc {outcome['returncode']})")
     _log("null builds")
     null = fatbench.null(builds, runs)
+    floor = fatbench.floor(work, runs)
     _log("header edits")
     edit = fatbench.header_edit(tree, builds, runs)
     _log("warm-cache rebuilds")
@@ -50,7 +56,8 @@ def fat_part(project: Path, work: Path, tus: int, runs: int, warm_runs: int, rec
     recache = fatbench.MakeBuild(project, tree.root, make.work, jobs, recache=True)
     warm = fatbench.warm_cache(tree.root, [scons, make, recache],
                                {scons.name: warm_runs, make.name: warm_runs, recache.name: recache_runs})
-    return {"tus": tus, "headers": tree.headers, "cold": cold, "null": null, "header_edit": edit, "warm_cache": warm}
+    return {"tus": tus, "headers": tree.headers, "cold": cold, "null": null, "floor": floor, "header_edit": edit,
+            "warm_cache": warm}
 
 
 def growth_point(project: Path, work: Path, tus: int, runs: int, jobs: int) -> dict:
@@ -62,29 +69,32 @@ def growth_point(project: Path, work: Path, tus: int, runs: int, jobs: int) -> d
 
 
 def _hand_written() -> list[str]:
-    """The hand-written sections appended after the tables: the real-tree run, then the tuning record."""
-    files = (PROJECT / "bench" / "realtree.md", PROJECT / "bench" / "tuning.md")
-    return [f.read_text() for f in files if f.exists()]
+    """The hand-written section appended after the tables: the tuning record."""
+    return [(PROJECT / "bench" / "tuning.md").read_text()]
 
 
 def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
     """Keep the parts this run did not measure from the previous results (one table, several runs)."""
-    if parts >= {"fat", "package"} or not previous.exists():
+    if parts >= set(PARTS) or not previous.exists():
         results["commands"] = [results.pop("command")]
         return results
     old = json.loads(previous.read_text())
-    kept = {k: old[k] for k in ("fat", "growth", "packaging") if k in old and k not in results}
-    return {**results, **kept, "commands": [*old.get("commands", []), results.pop("command")]}
+    kept = {k: old[k] for k in ("fat", "growth", "realtree", "packaging") if k in old and k not in results}
+    commits = {**old.get("commits", {}), **results.pop("commits")}
+    return {**results, **kept, "commits": commits, "commands": [*old.get("commands", []), results.pop("command")]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="3 runs, growth to 840 TUs, the 2 GiB model only")
+    parser.add_argument("--quick", action="store_true",
+                        help="3 runs, 1 heavy run, growth to 840 TUs, the 2 GiB model only")
     parser.add_argument("--tus", type=int, default=420, help="TUs of the main fat tree (default 420)")
     parser.add_argument("--growth", type=int, nargs="*", help="larger trees for the null-build growth (default 2000)")
     parser.add_argument("--runs", type=int, help="repetitions for medians (default 5; --quick 3)")
+    parser.add_argument("--heavy-runs", type=int,
+                        help="repetitions of the real tree's cold builds and ggml.h edits (default --runs; --quick 1)")
     parser.add_argument("--model-gib", type=float, nargs="*", help="model sizes in GiB (default 2 4.5; --quick 2)")
-    parser.add_argument("--parts", default="fat,package", help="comma list of: fat, package (default both)")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma list of: {', '.join(PARTS)} (default all)")
     parser.add_argument("--project", type=Path, default=PROJECT, help="the opencoti-build checkout to measure")
     parser.add_argument("--work", type=Path, default=Path("/tmp/opencoti-bench"), help="scratch dir (trees, outputs, models)")
     parser.add_argument("--docs", type=Path, default=PROJECT / "docs", help="where benchmarks.md/.json go")
@@ -97,20 +107,27 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"wrote {report.write(results, args.docs, _hand_written())}")
         return 0
     runs = args.runs or (3 if args.quick else 5)
+    heavy_runs = args.heavy_runs or (1 if args.quick else runs)
     growth = args.growth if args.growth is not None else ([840] if args.quick else [2000])
     models = args.model_gib if args.model_gib is not None else ([2.0] if args.quick else [2.0, 4.5])
     parts = set(args.parts.split(","))
+    if parts - set(PARTS):
+        parser.error(f"unknown part {sorted(parts - set(PARTS))[0]}; the parts are {', '.join(PARTS)}")
     project = args.project.resolve()
 
     results: dict = {
         "command": shlex.join(["python3", "bench/run.py", *(sys.argv[1:] if argv is None else argv)]),
-        "machine": machine(), "project": str(project), "commit": _commit(project), "jobs": args.jobs,
+        "machine": machine(), "project": str(project), "jobs": args.jobs,
+        "commits": dict.fromkeys(parts, _commit(project)),  # per part: a later run of one part keeps the others
     }
     if "fat" in parts:
         results["fat"] = fat_part(project, args.work, args.tus, runs, warm_runs=runs, recache_runs=1, jobs=args.jobs)
         null = results["fat"]["null"]
         results["growth"] = [{"tus": args.tus, "medians": null["medians"], "ratio_median": null["ratio_median"]}]
         results["growth"] += [growth_point(project, args.work, n, runs, args.jobs) for n in growth]
+    if "realtree" in parts:
+        source = sdist_llamacpp(download=True)
+        results["realtree"] = realbench.measure(source, project, args.work / "realtree", args.jobs, runs, heavy_runs, _log)
     if "package" in parts:
         results["packaging"] = []
         for gib in models:

@@ -1,40 +1,16 @@
 """Helpers of the native-lane tests: the llama-cpp-python sdist's llama.cpp, a tiny llama GGUF, a free port."""
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
 
-SDIST_VERSION = "0.3.36"
-SDIST_NAME = f"llama_cpp_python-{SDIST_VERSION}"
-SDIST_CACHE = Path(os.environ.get("LLAMA_CPP_PYTHON_SDIST_DIR", Path.home() / ".cache" / "opencoti" / "sdists"))
-DOWNLOAD = (f"{sys.executable} -m pip download --no-binary :all: --no-deps llama-cpp-python=={SDIST_VERSION} "
-            f"-d {SDIST_CACHE}")
+from opencoti_build.llamacpp_sdist import DOWNLOAD, sdist_llamacpp  # noqa: F401 (the tests' import point)
 
 N_EMBD, N_HEAD, N_FF, N_CTX = 64, 4, 128, 256
 SPECIAL = ("<unk>", "<s>", "</s>")
 WORDS = ("\u2581hello", "\u2581world", "\u2581the")
-
-
-def sdist_llamacpp(download: bool) -> Path | None:
-    """The sdist's vendor/llama.cpp, extracted beside the cached tarball; None if not cached and not downloading."""
-    tarball = SDIST_CACHE / f"{SDIST_NAME}.tar.gz"
-    tree = SDIST_CACHE / SDIST_NAME / "vendor" / "llama.cpp"
-    if tree.is_dir():
-        return tree
-    if not tarball.is_file():
-        if not download:
-            return None
-        SDIST_CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(DOWNLOAD.split(), check=True)
-    with tarfile.open(tarball) as archive:
-        archive.extractall(SDIST_CACHE, filter="data")
-    return tree
 
 
 def write_tiny_llama(path: Path, seed: int = 0) -> None:
