@@ -4,10 +4,18 @@ Selection as llamafile's cuda.sh makes it: every ``ggml-cuda/*.cu``, and of ``te
 the flash-attention tile/MMA, MMQ and MMF instances; the flash-attention vector kernels only for
 matching K/V types (f16, q4_0, q8_0, bf16) unless all quantized pairs are asked for, because each
 instance costs about 4 s per architecture and mixed-type pairs are rarely used.
+
+ggml tells ``fattn.cu`` which vector instances exist in one of two ways, by version:
+
+- llamafile 0.10's ggml: one switch, ``-DGGML_CUDA_FA_ALL_QUANTS`` (CMake ``GGML_CUDA_FA_ALL_QUANTS=ON``);
+- newer ggml (``ggml/cmake/common.cmake``'s ``ggml_cuda_fattn_vec_instances``, CMake ``GGML_CUDA_FA_QUANTS``):
+  ``-DGGML_CUDA_FA_<K>_<V>=0|1`` for every K/V type pair and ``-DGGML_CUDA_FA_QUANTS="<list>"``; fattn.cu then
+  pastes those names (``GGML_CUDA_FA_##type_K##_##type_V``) and fails to compile without them.
 """
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 
 CUDA_DIR = "llama.cpp/ggml/src/ggml-cuda"
@@ -18,6 +26,9 @@ INSTANCE_PATTERNS: tuple[str, ...] = ("fattn-tile*.cu", "fattn-mma*.cu", "mmq*.c
 FATTN_VEC_PATTERN = "fattn-vec*.cu"
 FATTN_VEC_SAME_TYPE: tuple[str, ...] = ("f16-f16", "q4_0-q4_0", "q8_0-q8_0", "bf16-bf16")
 ALL_QUANTS_DEFINE = "GGML_CUDA_FA_ALL_QUANTS"
+# Newer ggml's fattn.cu builds the per-pair define names by token pasting: its mark of the per-pair scheme.
+PER_PAIR_MARK = "GGML_CUDA_FA_##"
+PER_PAIR_INSTANCE = re.compile(r"fattn-vec-instance-([a-z0-9_]+)-([a-z0-9_]+)\.cu")
 
 
 def _instance_selected(name: str, fa_all_quants: bool) -> bool:
@@ -39,6 +50,19 @@ def cuda_sources(root: str | Path, fa_all_quants: bool = False) -> list[str]:
     return top + instances
 
 
-def cuda_defines(fa_all_quants: bool) -> list[str]:
-    """Defines that tell ggml-cuda which flash-attention vector instances exist."""
-    return [ALL_QUANTS_DEFINE] if fa_all_quants else []
+def _per_pair_scheme(root: Path) -> bool:
+    fattn = root / CUDA_DIR / "fattn.cu"
+    return fattn.is_file() and PER_PAIR_MARK in fattn.read_text(errors="replace")
+
+
+def cuda_defines(root: str | Path, fa_all_quants: bool) -> list:
+    """Defines that tell ggml-cuda which flash-attention vector instances exist, in the tree's own scheme."""
+    root = Path(root)
+    if not _per_pair_scheme(root):
+        return [ALL_QUANTS_DEFINE] if fa_all_quants else []
+    pairs = {m.groups(): _instance_selected(p.name, fa_all_quants)
+             for p in (root / INSTANCES_DIR).glob("fattn-vec-instance-*.cu")
+             if (m := PER_PAIR_INSTANCE.fullmatch(p.name))}
+    selected = "all" if fa_all_quants else ",".join(FATTN_VEC_SAME_TYPE)
+    return [("GGML_CUDA_FA_QUANTS", f'"{selected}"')] + [
+        (f"GGML_CUDA_FA_{k.upper()}_{v.upper()}", int(on)) for (k, v), on in sorted(pairs.items())]
