@@ -62,7 +62,7 @@ def declare(variables: Variables) -> None:
          _env_default("OPENCOTI_CUDA_PATH", "")),
         ("CUDA_ARCHS", "comma-separated CUDA archs overriding the toolkit's table (e.g. 80,90,120f)", ""),
         BoolVariable("CUBLAS", "build ggml-cuda against cuBLAS instead of TinyBLAS", False),
-        BoolVariable("FA_ALL_QUANTS", "compile every fattn-vec K/V instance (GGML_CUDA_FA_ALL_QUANTS; "
+        BoolVariable("FA_ALL_QUANTS", "compile every fattn-vec K/V instance (GGML_CUDA_FA_ALL_QUANTS / GGML_CUDA_FA_QUANTS=all; "
                      "opencoti's turbo/TCQ KV tiers need it)", True),
         ("ROCM_PATH", "ROCm install; empty: $OPENCOTI_ROCM_PATH, /opt/rocm, hipcc on PATH",
          _env_default("OPENCOTI_ROCM_PATH", "")),
