@@ -29,6 +29,11 @@ CMAKE_FLAGS = ("-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DGGML_NATIV
 _NINJA_COMPILE = re.compile(r"^\[\d+/\d+\] Building (C|CXX) object ", re.M)
 
 
+def ninja_compiles(output: str) -> int:
+    """Compiler runs in Ninja's progress lines (links and custom commands are not compiles)."""
+    return len(_NINJA_COMPILE.findall(output))
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One build: exit status, wall seconds (configure included where there is one), compiles, cache restores."""
@@ -113,7 +118,7 @@ class CMakeNinja:
         if rc != 0:
             return Outcome(rc, configure_wall, 0, 0, configure_rss)
         r = run(["ninja", "-C", str(self.out), f"-j{self.jobs}", "llama-server"], env=self.env)
-        return Outcome(r.returncode, configure_wall + r.wall, len(_NINJA_COMPILE.findall(r.output)),
+        return Outcome(r.returncode, configure_wall + r.wall, ninja_compiles(r.output),
                        self._ccache_hits(), max(configure_rss, r.max_rss_kib))
 
     def wipe_outputs(self, keep_cache: bool) -> None:

@@ -15,7 +15,7 @@ from conftest import PROJECT
 
 sys.path.insert(0, str(PROJECT))
 
-from bench import fattree  # noqa: E402
+from bench import fattree, realbench  # noqa: E402
 from opencoti_build import sources  # noqa: E402
 
 
@@ -55,3 +55,24 @@ def test_runner_writes_tables_on_a_tiny_tree(tmp_path: Path) -> None:
     assert scons_warm["aarch64_twins"] == fat["warm_cache"]["objects"] and scons_warm["compiles"] == 0
     table = (docs / "benchmarks.md").read_text()
     assert "### Null build" in table and "| scons |" in table and "| make+ccache |" in table
+    assert set(fat["floor"]["medians"]) == {"python3 -c pass", "python3 -c 'import SCons.Script'",
+                                            "scons -Q, empty SConstruct"}
+    assert "| `scons -Q, empty SConstruct` |" in table
+
+
+def test_real_tree_copy_compiles_models_one_by_one(tmp_path: Path) -> None:
+    (tmp_path / "src" / "src").mkdir(parents=True)
+    (tmp_path / "src" / "src" / "CMakeLists.txt").write_text("set_target_properties(llama PROPERTIES\n    UNITY_BUILD ON\n)\n")
+    copy = realbench.scratch_copy(tmp_path / "src", tmp_path / "copy")
+    assert "UNITY_BUILD OFF" in (copy / "src" / "CMakeLists.txt").read_text()
+    assert "UNITY_BUILD ON" in (tmp_path / "src" / "src" / "CMakeLists.txt").read_text()  # the source is untouched
+    (tmp_path / "src" / "src" / "CMakeLists.txt").write_text("add_library(llama)\n")
+    with pytest.raises(SystemExit, match="has no `UNITY_BUILD ON`"):
+        realbench.scratch_copy(tmp_path / "src", tmp_path / "copy")
+
+
+def test_ninja_compiles_are_counted_from_its_progress_lines() -> None:
+    output = ("ninja: Entering directory `b'\n[1/4] Building C object ggml/src/ggml.c.o\n"
+              "[2/4] Building CXX object src/llama.cpp.o\n[3/4] Linking CXX shared library bin/libllama.so\n"
+              "[4/4] Generating build details from Git\n")
+    assert realbench.ninja_compiles(output) == 2
