@@ -58,9 +58,14 @@ def scratch_copy(source: Path, dest: Path) -> Path:
 
 
 def append_edit(tree: Path, header: str, serial: int) -> None:
-    """A content change no cache can have seen: a new comment line at the end of the header."""
+    """A change no cache can have seen: a new declaration at the end of the header.
+
+    Not a comment: ccache's preprocessor mode hashes the preprocessed text, so a comment-only edit is a
+    ccache hit (the first recorded run measured exactly that); a declaration reaches every includer's
+    preprocessed text, as a real edit does.
+    """
     with open(tree / header, "a") as f:
-        f.write(f"// opencoti bench edit {serial}\n")
+        f.write(f"extern int opencoti_bench_edit_{serial};\n")
 
 
 class SconsNative:
@@ -144,8 +149,13 @@ def _series(builds: list[Build], runs: int, before_each=None) -> dict:
             "ratios": ratios, "ratio_median": median(ratios)}
 
 
-def measure(source: Path, project: Path, work: Path, jobs: int, runs: int, heavy_runs: int, log) -> dict:
-    """Cold, null, leaf-header edit, ggml.h edit, warm-cache rebuild; ``heavy_runs`` for the full-cost ones."""
+ROWS = ("cold", "null", "leaf_edit", "core_edit", "warm_cache")
+
+
+def measure(source: Path, project: Path, work: Path, jobs: int, runs: int, heavy_runs: int, log,
+            rows: tuple[str, ...] = ROWS) -> dict:
+    """The ``rows`` of: cold, null, leaf-header edit, ggml.h edit, warm-cache rebuild (``heavy_runs`` for the
+    full-cost cold build and ggml.h edit). Without ``cold``, both builds are first brought up to date (not timed)."""
     tree = scratch_copy(source, work / "llama.cpp")
     builds: list[Build] = [SconsNative(project, tree, work / "scons", jobs), CMakeNinja(tree, work / "cmake", jobs)]
     edits = iter(range(1, 1_000_000))
@@ -158,18 +168,27 @@ def measure(source: Path, project: Path, work: Path, jobs: int, runs: int, heavy
         for b in builds:
             b.wipe_outputs(keep_cache=True)
 
-    log(f"real tree: {heavy_runs} cold build(s) each")
-    results = {"tree": str(source), "cmake_flags": list(CMAKE_FLAGS), "cold": _series(builds, heavy_runs, wipe_all)}
-    log(f"real tree: {runs} null builds each")
-    results["null"] = _series(builds, runs)
-    log(f"real tree: {runs} edits of {LEAF_HEADER}")
-    results["leaf_edit"] = {"header": LEAF_HEADER,
-                            **_series(builds, runs, lambda _: append_edit(tree, LEAF_HEADER, next(edits)))}
-    log(f"real tree: {heavy_runs} edit(s) of {CORE_HEADER}")
-    results["core_edit"] = {"header": CORE_HEADER,
-                            **_series(builds, heavy_runs, lambda _: append_edit(tree, CORE_HEADER, next(edits)))}
-    log(f"real tree: {runs} warm-cache rebuilds each")
-    results["warm_cache"] = _series(builds, runs, wipe_outputs)
+    series = {
+        "cold": (heavy_runs, "cold build(s)", wipe_all),
+        "null": (runs, "null builds", None),
+        "leaf_edit": (runs, f"edits of {LEAF_HEADER}", lambda _: append_edit(tree, LEAF_HEADER, next(edits))),
+        "core_edit": (heavy_runs, f"edit(s) of {CORE_HEADER}", lambda _: append_edit(tree, CORE_HEADER, next(edits))),
+        "warm_cache": (runs, "warm-cache rebuilds", wipe_outputs),
+    }
+    results: dict = {"tree": str(source), "cmake_flags": list(CMAKE_FLAGS)}
+    if "cold" not in rows:
+        log("real tree: bringing both builds up to date (not timed)")
+        for b in builds:
+            if b.build().returncode != 0:
+                raise SystemExit(f"bench: the {b.name} build of {tree} failed")
+    for key in ROWS:
+        if key in rows:
+            n, what, before_each = series[key]
+            log(f"real tree: {n} {what} each")
+            results[key] = _series(builds, n, before_each)
+    for key, header in (("leaf_edit", LEAF_HEADER), ("core_edit", CORE_HEADER)):
+        if key in results:
+            results[key]["header"] = header
     results["servers_run"] = {b.name: run([b.server, "--version"]).returncode == 0 for b in builds}
     results["translation_units"] = {
         builds[0].name: sum(1 for p in (builds[0].out / "native" / "obj").rglob("*.o*") if p.suffix in (".o", ".os")),

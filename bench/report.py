@@ -129,11 +129,16 @@ def _realtree(real: dict) -> list[str]:
              "taken round by round with the order alternating. "
              f"Both servers run (`llama-server --version`): {', '.join(f'{k} {v}' for k, v in real['servers_run'].items())}.",
              ""]
+    if len(set(real.get("measured_at", {}).values())) > 1:
+        lines += ["Rows come from more than one run: " + ", ".join(
+            f"{row} at `{commit}`" for row, commit in real["measured_at"].items()) + ".", ""]
     rows = []
     for key, label in (("cold", "cold build (empty output dir and cache)"), ("null", "null build"),
-                       ("leaf_edit", f"edit of `{real['leaf_edit']['header']}`"),
-                       ("core_edit", f"edit of `{real['core_edit']['header']}`"),
+                       ("leaf_edit", f"edit of `{real.get('leaf_edit', {}).get('header')}`"),
+                       ("core_edit", f"edit of `{real.get('core_edit', {}).get('header')}`"),
                        ("warm_cache", "rebuild after deleting the output dir, warm cache")):
+        if key not in real:
+            continue
         m = real[key]
         cells = [label, str(len(m["ratios"]))]
         for name in names:

@@ -84,6 +84,14 @@ def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
     return {**results, **kept, "commits": commits, "commands": [*old.get("commands", []), results.pop("command")]}
 
 
+def _keep_rows(previous: Path, real: dict, rows: tuple[str, ...], commit: str) -> dict:
+    """The real-tree rows not measured this time, from the previous results; each row says which commit it is from."""
+    old = json.loads(previous.read_text()).get("realtree", {}) if previous.exists() else {}
+    measured_at = {**old.get("measured_at", {}), **dict.fromkeys(rows, commit)}
+    kept = {k: old[k] for k in realbench.ROWS if k not in rows and k in old}
+    return {**real, **kept, "measured_at": {k: v for k, v in measured_at.items() if k in {*rows, *kept}}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
@@ -94,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heavy-runs", type=int,
                         help="repetitions of the real tree's cold builds and ggml.h edits (default --runs; --quick 1)")
     parser.add_argument("--model-gib", type=float, nargs="*", help="model sizes in GiB (default 2 4.5; --quick 2)")
+    parser.add_argument("--realtree-rows", default=",".join(realbench.ROWS),
+                        help="which real-tree measurements to take (the others are kept from the last results; "
+                             f"default all: {','.join(realbench.ROWS)})")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma list of: {', '.join(PARTS)} (default all)")
     parser.add_argument("--project", type=Path, default=PROJECT, help="the opencoti-build checkout to measure")
     parser.add_argument("--work", type=Path, default=Path("/tmp/opencoti-bench"), help="scratch dir (trees, outputs, models)")
@@ -126,8 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         results["growth"] = [{"tus": args.tus, "medians": null["medians"], "ratio_median": null["ratio_median"]}]
         results["growth"] += [growth_point(project, args.work, n, runs, args.jobs) for n in growth]
     if "realtree" in parts:
+        rows = tuple(args.realtree_rows.split(","))
+        if set(rows) - set(realbench.ROWS):
+            parser.error(f"unknown real-tree row {sorted(set(rows) - set(realbench.ROWS))[0]}; "
+                         f"the rows are {', '.join(realbench.ROWS)}")
         source = sdist_llamacpp(download=True)
-        results["realtree"] = realbench.measure(source, project, args.work / "realtree", args.jobs, runs, heavy_runs, _log)
+        real = realbench.measure(source, project, args.work / "realtree", args.jobs, runs, heavy_runs, _log, rows)
+        results["realtree"] = _keep_rows(args.docs / "benchmarks.json", real, rows, results["commits"]["realtree"])
     if "package" in parts:
         results["packaging"] = []
         for gib in models:

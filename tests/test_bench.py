@@ -76,3 +76,15 @@ def test_ninja_compiles_are_counted_from_its_progress_lines() -> None:
               "[2/4] Building CXX object src/llama.cpp.o\n[3/4] Linking CXX shared library bin/libllama.so\n"
               "[4/4] Generating build details from Git\n")
     assert realbench.ninja_compiles(output) == 2
+
+
+def test_real_tree_rows_not_measured_are_kept_with_the_commit_they_came_from(tmp_path: Path) -> None:
+    from bench import run
+
+    previous = tmp_path / "benchmarks.json"
+    previous.write_text(json.dumps({"realtree": {"cold": {"ratios": [1.0]}, "null": {"ratios": [30.0]},
+                                                 "leaf_edit": {"ratios": [9.0]},
+                                                 "measured_at": dict.fromkeys(("cold", "null", "leaf_edit"), "old")}}))
+    real = run._keep_rows(previous, {"tree": "t", "leaf_edit": {"ratios": [4.0]}}, ("leaf_edit",), "new")
+    assert real["leaf_edit"] == {"ratios": [4.0]} and real["cold"] == {"ratios": [1.0]} and real["null"]["ratios"] == [30.0]
+    assert real["measured_at"] == {"cold": "old", "null": "old", "leaf_edit": "new"}
