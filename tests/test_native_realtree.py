@@ -1,6 +1,7 @@
 """`scons native` on a real llama.cpp nobody here wrote: the one inside the llama-cpp-python sdist.
 
-Marked ``realtree`` (excluded by default; `python3 -m pytest -m realtree tests/test_native_realtree.py`).
+Marked ``realtree``: `scripts/test` (and so CI) runs it, a plain pytest leaves it out; alone:
+`python3 -m pytest -m realtree tests/test_native_realtree.py`.
 The sdist is downloaded once into the cache (opencoti_build/llamacpp_sdist.py); objects go through a persistent
 CacheDir (``OPENCOTI_NATIVE_CACHE``, default ~/.cache/opencoti/native-cache) from a fixed output directory
 (``OPENCOTI_NATIVE_BUILD``, default ~/.cache/opencoti/native-realtree; CacheDir keys include each target's
