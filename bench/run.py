@@ -124,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     parts = set(args.parts.split(","))
     if parts - set(PARTS):
         parser.error(f"unknown part {sorted(parts - set(PARTS))[0]}; the parts are {', '.join(PARTS)}")
+    rows = tuple(args.realtree_rows.split(","))
+    if set(rows) - set(realbench.ROWS):  # checked before any part runs: a typo must not cost the parts before it
+        parser.error(f"unknown real-tree row {sorted(set(rows) - set(realbench.ROWS))[0]}; "
+                     f"the rows are {', '.join(realbench.ROWS)}")
     project = args.project.resolve()
 
     results: dict = {
@@ -137,10 +141,6 @@ def main(argv: list[str] | None = None) -> int:
         results["growth"] = [{"tus": args.tus, "medians": null["medians"], "ratio_median": null["ratio_median"]}]
         results["growth"] += [growth_point(project, args.work, n, runs, args.jobs) for n in growth]
     if "realtree" in parts:
-        rows = tuple(args.realtree_rows.split(","))
-        if set(rows) - set(realbench.ROWS):
-            parser.error(f"unknown real-tree row {sorted(set(rows) - set(realbench.ROWS))[0]}; "
-                         f"the rows are {', '.join(realbench.ROWS)}")
         source = sdist_llamacpp(download=True)
         real = realbench.measure(source, project, args.work / "realtree", args.jobs, runs, heavy_runs, _log, rows)
         results["realtree"] = _keep_rows(args.docs / "benchmarks.json", real, rows, results["commits"]["realtree"])
