@@ -1,8 +1,8 @@
 """Which ggml-cuda files are compiled and which flash-attention defines go with them, in both ggml schemes."""
 from __future__ import annotations
 
+import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import pytest
 from native_support import sdist_llamacpp
 from opencoti_build import cublas
 from opencoti_build.cuda_sources import CUDA_DIR, INSTANCES_DIR, cuda_defines, cuda_sources
+from site_tools.nvcc import locate_nvcc, nvcc_version
 
 OLD_FATTN = "#ifdef GGML_CUDA_FA_ALL_QUANTS\n#endif\n"
 NEW_FATTN = "#define CASE(K, V) if constexpr (GGML_CUDA_FA_##K##_##V) {}\n"
@@ -47,19 +48,14 @@ def test_new_ggml_gets_one_define_per_pair_matching_the_compiled_instances(tmp_p
     assert (defines["GGML_CUDA_FA_Q4_0_F16"], defines["GGML_CUDA_FA_F16_F16"]) == (int(all_quants), 1)
 
 
-def _nvcc() -> str | None:
-    return shutil.which("nvcc") or next((str(p) for p in sorted(Path("/usr/local").glob("cuda*/bin/nvcc"))), None)
-
-
 @pytest.mark.parametrize("all_quants", [True, False])
 def test_the_real_fattn_cu_sees_every_pair_it_asks_for(tmp_path: Path, all_quants: bool) -> None:
     """The sdist's fattn.cu, preprocessed by nvcc with these defines, names no undefined GGML_CUDA_FA_ macro."""
     real = sdist_llamacpp(download=False)
-    nvcc = _nvcc()
+    nvcc, _ = locate_nvcc("")  # the toolkit search `scons cuda` does without CUDA_PATH
     if real is None or nvcc is None:
         pytest.skip("needs nvcc and the cached llama-cpp-python sdist")
-    release = re.search(r"release (\d+)\.", subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout)
-    found = cublas.find_any(str(Path(nvcc).parents[1]), int(release.group(1)))
+    found = cublas.find_any(str(Path(nvcc).parents[1]), nvcc_version(nvcc, dict(os.environ))[0])
     if found is None:
         pytest.skip("no cuBLAS headers for this nvcc (ggml-cuda includes cublas_v2.h)")
     view = tmp_path / "view"
