@@ -1,0 +1,30 @@
+"""The one error idiom of the build: every refusal a user can cause derives from :class:`UserError`.
+
+A ``UserError``'s message is one line naming the thing and the fix. SConscripts catch this base
+only (a real bug keeps its traceback) and report it with :func:`fail`: ``scons: error: …``, exit 2.
+"""
+from __future__ import annotations
+
+import errno
+import sys
+from typing import NoReturn
+
+
+class UserError(ValueError):
+    """Bad input or an environment the build cannot use. The message is one line."""
+
+
+def fail(message: str | BaseException) -> NoReturn:
+    """Print ``scons: error: <message>`` on stderr and exit 2 (usable from any SConscript)."""
+    sys.stderr.write(f"scons: error: {message}\n")
+    sys.stderr.flush()
+    raise SystemExit(2)
+
+
+def os_error_line(exc: OSError, what: str) -> str:
+    """One line for an OSError on ``what``, saying disk full / permission denied in those words."""
+    if exc.errno == errno.ENOSPC:
+        return f"{what}: no space left on the device (disk full); free space and run the build again"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{what}: permission denied; make it writable or point the variable elsewhere"
+    return f"{what}: {exc.strerror or exc}"
