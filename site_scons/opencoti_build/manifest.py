@@ -8,19 +8,19 @@ import importlib
 import json
 import os
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opencoti_build import versioning
+from opencoti_build import tempfiles, versioning
 from opencoti_build.zipappend import AppendResult
+from opencoti_build.errors import UserError
 
 MANIFEST_SUFFIX = ".MANIFEST.json"
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError):
     """A manifest cannot be read or written. One line naming the file."""
 
 
@@ -122,14 +122,14 @@ def render(manifest: Mapping[str, Any]) -> str:
 def write(path: Path | str, manifest: Mapping[str, Any]) -> None:
     """Write ``manifest`` to ``path`` through a temporary file beside it, so no reader sees half of it."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfiles.create(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(render(manifest))
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)  # while the lock is held: no sweeper takes it for a dead writer's
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):

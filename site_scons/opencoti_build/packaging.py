@@ -18,11 +18,12 @@ from typing import Any
 from opencoti_build import embed_args, gguf_model, host_strings, zipappend
 from opencoti_build.manifest import Identity
 from opencoti_build.zipappend import AppendResult, Entry, EntryInfo
+from opencoti_build.errors import UserError
 
 _ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
-class PackageError(ValueError):
+class PackageError(UserError):
     """Packaging refused. One line naming the input and the fix."""
 
 
@@ -144,10 +145,21 @@ class Packaged:
     args_text: str | None
 
 
-def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int) -> Packaged:
-    """Check the inputs, then write ``output``; nothing is written when a check fails."""
+def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, manifest: Path | None = None) -> Packaged:
+    """Check the inputs, then write ``output``; nothing is written when a check fails.
+
+    ``manifest`` (the artifact's MANIFEST.json) is removed just before the new artifact takes the
+    old one's place: a run killed before its manifest step leaves an artifact with no manifest,
+    never a manifest describing other bytes.
+    """
     version, text = check(contents)
-    result = zipappend.append(contents.host, contents.entries(text), output, align=align, epoch=epoch)
+
+    def drop_manifest() -> None:
+        if manifest is not None:
+            manifest.unlink(missing_ok=True)
+
+    result = zipappend.append(contents.host, contents.entries(text), output, align=align, epoch=epoch,
+                              before_replace=drop_manifest)
     return Packaged(result, version, text)
 
 

@@ -166,8 +166,13 @@ def print_report(artifact: Path, report: Report, out: Callable[[str], None] = pr
         out(line)
     for problem in report.problems:
         out(f"FAIL: {problem}")
-    out(f"{'FAILED' if report.problems else 'OK'}: {artifact} "
-        f"{'does not match' if report.problems else 'matches'} {manifests.manifest_path(artifact).name}")
+    manifest_name = manifests.manifest_path(artifact).name
+    if report.problems:
+        # `scons package` rewrites whatever no longer is the file its last run recorded (site_tools/exact_outputs)
+        out(f"FAILED: {artifact} does not match {manifest_name}; run `scons package` with the same variables "
+            "to rewrite it and its manifest")
+    else:
+        out(f"OK: {artifact} matches {manifest_name}")
     return 1 if report.problems else 0
 
 

@@ -19,7 +19,6 @@ import hashlib
 import os
 import stat
 import struct
-import tempfile
 import time
 import zipfile
 import zlib
@@ -27,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from opencoti_build import tempfiles
 from opencoti_build.zipstore import (
     FLAG_UTF8, U16_MAX, U32_MAX, ZIP64_EXTRA_ID, CentralRecord, ZipStoreError, data_offset, method_name,
     read_zip_store,
@@ -322,12 +322,14 @@ def _base_entries(base: Path, records: Sequence[CentralRecord], limit: int, buf:
 
 
 def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, align: int = DEFAULT_ALIGN,
-           epoch: int = 0, mode: int = 0o755) -> AppendResult:
+           epoch: int = 0, mode: int = 0o755, before_replace: Callable[[], None] | None = None) -> AppendResult:
     """Write ``output`` = ``base`` + ``entries`` (stored, data aligned to ``align``) + one central directory.
 
     ``epoch`` (SOURCE_DATE_EPOCH) timestamps every new entry. The output is written beside
-    itself under a temporary name and renamed into place, so a failure leaves any previous
-    ``output`` untouched. Raises ZipAppendError (or ZipStoreError for a bad base).
+    itself under a temporary name (opencoti_build.tempfiles) and renamed into place, so a failure
+    leaves any previous ``output`` untouched; ``before_replace`` runs just before the rename (the
+    packager removes the old manifest there, so no manifest ever describes other bytes).
+    Raises ZipAppendError (or ZipStoreError for a bad base).
     """
     base, output = Path(base), Path(output)
     if align < 1 or align & (align - 1) or align > 1 << 30:
@@ -341,10 +343,9 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+        fd, tmp = tempfiles.create(output)
     except OSError as exc:
         raise ZipAppendError(f"cannot write {output}: {exc.strerror or exc}") from exc
-    tmp = Path(tmp_name)
     try:
         sink = _Sink(fd)
         base_sha = hashlib.sha256()
@@ -374,9 +375,11 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         sink.write(_end_records(len(records), cd_offset, sink.pos - cd_offset))
         os.fchmod(fd, mode)
         os.fsync(fd)
+        if before_replace is not None:
+            before_replace()
+        os.replace(tmp, output)
         os.close(fd)
         fd = -1
-        os.replace(tmp, output)
     except BaseException as exc:
         if fd >= 0:
             os.close(fd)

@@ -36,7 +36,8 @@ def _write_artifact(target, source, env):
     spec = json.loads(source[-1].read())
     contents = _spec_contents(spec)
     try:
-        packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"])
+        packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"],
+                                            manifest=Path(target[0].abspath + manifests.MANIFEST_SUFFIX))
     except packaging.ERRORS as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
     extra = {
@@ -78,16 +79,19 @@ def _write_manifest(target, source, env):
     return 0
 
 
-def _verify(target, source, env):
-    failed = []
-    for node in source:
-        artifact = Path(node.abspath[: -len(manifests.MANIFEST_SUFFIX)])
-        report = verify.verify(artifact, Path(env["BACKEND_DIST_DIR"]), Path(env["ENV"]["HOME"]))
-        if verify.print_report(artifact, report):
-            failed.append(artifact.name)
-    if failed:
-        raise SCons.Errors.BuildError(errstr=f"verify: {', '.join(failed)} do(es) not match the manifest (FAIL lines above)")
-    return 0
+def _verify_manifests(manifest_paths: list[str]):
+    def verify_all(target, source, env):
+        failed = []
+        for path in manifest_paths:
+            artifact = Path(path[: -len(manifests.MANIFEST_SUFFIX)])
+            report = verify.verify(artifact, Path(env["BACKEND_DIST_DIR"]), Path(env["ENV"]["HOME"]))
+            if verify.print_report(artifact, report):
+                failed.append(artifact.name)
+        if failed:
+            raise SCons.Errors.BuildError(
+                errstr=f"verify: {', '.join(failed)} do(es) not match the manifest (FAIL lines above)")
+        return 0
+    return verify_all
 
 
 def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta: dict):
@@ -113,9 +117,15 @@ def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta
     return [built[0], written[0]]
 
 
-def LlamafileVerify(env, name, manifest_nodes):
-    """Alias ``name``: check each manifest's artifact; always runs (it reads, never writes)."""
-    alias = env.Alias(name, manifest_nodes, Action(_verify, "VERIFY ${SOURCES}"))
+def LlamafileVerify(env, name, manifest_nodes, build_first: bool):
+    """Alias ``name``: check each manifest's artifact as it lies in the dist dir; always runs.
+
+    It reads and never writes: unless ``build_first`` (``package`` asked for on the same command
+    line), nothing is packaged first, so an artifact changed by hand is reported, not silently redone.
+    """
+    paths = [node.abspath for node in manifest_nodes]
+    alias = env.Alias(name, manifest_nodes if build_first else [],
+                      Action(_verify_manifests(paths), "VERIFY " + " ".join(paths)))
     env.AlwaysBuild(alias)
     return alias
 

@@ -1,0 +1,57 @@
+"""One build at a time per build directory: an flock on ``BUILD_DIR/.lock`` held for the whole run.
+
+The kernel drops an flock when its holder exits, however it exits (SIGKILL included), so a lock is
+never left behind; the file only names the holder's pid for the waiting run's message.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from opencoti_build.errors import UserError, os_error_line
+
+LOCK_NAME = ".lock"
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+    except OSError:
+        return ""
+    return text if text.isdigit() else ""
+
+
+def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], None] = print,
+            poll: float = 0.2) -> int:
+    """Lock ``build_dir`` for this process and return the lock's fd (keep it open for the whole run).
+
+    When another run holds it: with ``wait`` say so once and wait for it, else refuse (UserError).
+    """
+    path = Path(build_dir) / LOCK_NAME
+    try:
+        os.makedirs(build_dir, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise UserError(os_error_line(exc, f"BUILD_DIR={build_dir}: cannot take the build lock")) from None
+    said = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            holder = _holder(fd)
+            who = f"pid {holder}" if holder else "another process"
+            if not wait:
+                os.close(fd)
+                raise UserError(f"BUILD_DIR={build_dir} is in use by another build ({who}); "
+                                "wait for it to finish or use another BUILD_DIR") from None
+            if not said:
+                say(f"waiting for the build running in {build_dir} ({who}) to finish")
+                said = True
+            time.sleep(poll)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

@@ -1,0 +1,45 @@
+"""Temporary files written beside their destination and renamed into place, and the sweep of dead ones.
+
+A writer holds an flock on its temporary file for as long as it writes; the kernel drops it when the
+writer exits, however it exits. So a ``.NAME.*.tmp`` whose lock can be taken belongs to a writer that
+died (SIGKILL, power loss) and is removed by the next run; a live writer's file is left alone.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+
+def create(dest: Path | str) -> tuple[int, Path]:
+    """(fd, path) of a new ``.<dest name>.XXXX.tmp`` beside ``dest``, locked by this process."""
+    dest = Path(dest)
+    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, Path(name)
+
+
+def remove_stale(directory: Path | str) -> list[Path]:
+    """Remove the temporary files in ``directory`` whose writer is gone; return them."""
+    removed = []
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(".") and n.endswith(".tmp")]
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        path = Path(directory) / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its writer is alive
+        else:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+        finally:
+            os.close(fd)
+    return removed

@@ -1,0 +1,55 @@
+"""SCons tool: a built file counts as current only while it is the file the last build recorded.
+
+SCons decides from a target's *inputs* alone: a target edited, truncated or emptied by hand, or one
+rewritten by a run that was then killed (SIGKILL, the OOM killer, a CI timeout: the sconsign is
+written only when a run ends), still counts as up to date when its inputs match the record. Bazel
+checks its outputs too; so does this tool. Every build records each target's mtime, size and content
+signature (SCons' own NodeInfo); before a target is taken as current its stat is compared with that
+record, and when the stat differs its content is hashed: the same bytes keep it (a touch), other
+bytes rebuild it. An interrupted run therefore leaves nothing a later run takes as current — every
+file it rewrote no longer matches the record the last *finished* run wrote.
+
+Construction variables: none read or set. Installing the tool patches ``SCons.Node.FS.File`` once.
+"""
+from __future__ import annotations
+
+import SCons.Node.FS
+import SCons.Script
+import SCons.Util
+
+_inputs_current = SCons.Node.FS.File.is_up_to_date
+
+
+def matches_record(node: SCons.Node.FS.File) -> bool:
+    """True when ``node``'s file is the one its last finished build recorded (stat, else content)."""
+    ninfo = getattr(node.get_stored_info(), "ninfo", None)
+    recorded_csig = getattr(ninfo, "csig", None)
+    if recorded_csig is None:
+        return False  # built, but no finished run recorded what it wrote
+    st = node.stat()
+    if st is None:
+        return False
+    if st.st_size == getattr(ninfo, "size", None) and st.st_mtime == getattr(ninfo, "timestamp", None):
+        return True
+    if st.st_size != getattr(ninfo, "size", None):
+        return False
+    csig = SCons.Util.hash_file_signature(node.get_abspath(), SCons.Node.FS.File.hash_chunksize)
+    return csig == recorded_csig
+
+
+def _is_up_to_date(self: SCons.Node.FS.File) -> bool:
+    if not _inputs_current(self):
+        return False
+    if self.has_builder() and not matches_record(self):
+        if "explain" in (SCons.Script.GetOption("debug") or ()):
+            print(f"scons: rebuilding `{self}' because it is not the file the last build recorded")
+        return False
+    return True
+
+
+def generate(env) -> None:
+    SCons.Node.FS.File.is_up_to_date = _is_up_to_date
+
+
+def exists(env) -> bool:
+    return True

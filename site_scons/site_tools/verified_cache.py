@@ -1,0 +1,160 @@
+"""SCons tool: the object cache (CacheDir) with verified entries and keys that do not depend on paths.
+
+``env.VerifiedCacheDir(path)`` turns it on. Over SCons' CacheDir it changes four things:
+
+- every entry carries its SHA-256 (opencoti_build.cache_entry); a retrieved entry is checked before
+  it is used, and a corrupt or truncated one is a miss: one WARN naming it, the entry removed, the
+  target rebuilt and pushed again;
+- a multi-target step (a fat object and its ``.aarch64`` twin) is retrieved only when every target
+  has an entry, so a pair comes out whole or not at all (SCons pushes each half; a run killed
+  between the two pushes leaves a half that is never used);
+- keys hash the children's contents and the step's command with the checkout root, SRC, LLAMACPP
+  and BUILD_DIR replaced by placeholders, so checkouts at different paths share entries;
+- a cache directory the user cannot write is read and never written (one NOTE); one that cannot be
+  created is a one-line error. No lock files: the config is written once, by rename.
+
+Construction variables read: BUILD_DIR, SRC, LLAMACPP (the roots neutralised in keys). Sets
+CACHEDIR_CLASS.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import SCons.Action
+import SCons.CacheDir
+import SCons.Util
+
+from opencoti_build import cache_entry, errors
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class VerifiedCacheDir(SCons.CacheDir.CacheDir):
+    readonly_said = False
+    corrupt = 0
+
+    def _readconfig(self, path: str) -> None:
+        config = os.path.join(path, "config")
+        try:
+            if not os.path.isfile(config):
+                os.makedirs(path, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path, prefix=".config.")
+                with os.fdopen(fd, "w") as fh:
+                    json.dump({"prefix_len": SCons.CacheDir.CACHE_PREFIX_LEN}, fh)
+                os.replace(tmp, config)  # first writer wins; later ones write the same bytes
+            with open(config, encoding="utf-8") as fh:
+                self.config = json.load(fh)
+        except OSError as exc:
+            raise errors.UserError(errors.os_error_line(exc, f"CACHE_DIR={path}") +
+                                   " (or pass CACHE_DIR= to build without a cache)") from None
+        except ValueError:
+            raise errors.UserError(f"CACHE_DIR={path}: its config file is not JSON; remove {config}") from None
+        self.writable = os.access(path, os.W_OK | os.X_OK)
+        if not self.writable and not VerifiedCacheDir.readonly_said:
+            VerifiedCacheDir.readonly_said = True
+            print(f"NOTE: cache {path} is read-only for this user: entries are read, none are written")
+
+    def is_readonly(self) -> bool:
+        return super().is_readonly() or not self.writable
+
+    def cachepath(self, node) -> tuple:
+        if not self.is_enabled():
+            return None, None
+        try:
+            sig = node.cachesig  # SCons' own slot for the key; cleared with the node's other signatures
+        except AttributeError:
+            sig = node.cachesig = _portable_signature(node)
+        cachedir = os.path.join(self.path, sig[: self.config["prefix_len"]].upper())
+        return cachedir, os.path.join(cachedir, sig)
+
+    def get_cachedir_csig(self, node) -> str | None:
+        _, cachefile = self.cachepath(node)
+        try:
+            return cache_entry.content_signature(cachefile, SCons.Util.get_current_hash_algorithm_used())
+        except (OSError, cache_entry.CorruptEntry):
+            return None
+
+    def retrieve(self, node) -> bool:
+        if not self.is_enabled():
+            return False
+        self.requests += 1
+        peers = node.get_executor().get_all_targets()
+        entries = [self.cachepath(t)[1] for t in peers]
+        if not all(os.path.isfile(e) for e in entries):
+            return False  # a pair comes out whole or not at all
+        _, cachefile = self.cachepath(node)
+        if SCons.Action.execute_actions:
+            try:
+                cache_entry.read_entry(cachefile, node.get_abspath())
+            except cache_entry.CorruptEntry as exc:
+                self._drop(cachefile, f"{exc}; rebuilding {node}")
+                return False
+            except OSError as exc:
+                print(f"WARN: cache: cannot read {cachefile} for {node}: {exc.strerror}; rebuilding it")
+                return False
+            try:
+                os.utime(cachefile)  # recently used, for whoever prunes the cache by age
+            except OSError:
+                pass
+        self.hits += 1
+        if SCons.Action.print_actions:
+            print(f"Retrieved `{node}' from cache")
+        if SCons.CacheDir.cache_show:
+            node.build(presub=0, execute=0)
+        return True
+
+    def _drop(self, cachefile: str, why: str) -> None:
+        VerifiedCacheDir.corrupt += 1
+        print(f"WARN: cache: corrupt entry {why}")
+        try:
+            os.unlink(cachefile)
+        except OSError:
+            pass
+
+    def push(self, node):
+        if self.is_readonly() or not self.is_enabled() or node.nocache or not SCons.Action.execute_actions:
+            return None
+        cachedir, cachefile = self.cachepath(node)
+        if os.path.isfile(cachefile):
+            return None  # another build pushed the same step first
+        try:
+            os.makedirs(cachedir, exist_ok=True)
+            cache_entry.write_entry(node.get_abspath(), cachefile)
+        except OSError as exc:
+            print(f"WARN: cache: {errors.os_error_line(exc, f'cannot push {node} to {cachefile}')}; the build goes on")
+        return None
+
+
+def _roots(node) -> list[tuple[bytes, bytes]]:
+    env = node.get_build_env()
+    named = [(name, env.get(name) or None) for name in ("BUILD_DIR", "SRC", "LLAMACPP")]
+    named = [(name, path if path is None or os.path.isabs(path) else None) for name, path in named]
+    return cache_entry.path_roots(named + [("ROOT", PROJECT)], PROJECT)
+
+
+def _portable_signature(node) -> str:
+    """SCons' cachedir build signature with the checkout's paths neutralised (see the module docstring)."""
+    roots = _roots(node)
+    sigs = [child.get_cachedir_csig() for child in node.children()]
+    # SCons releases a built target's executor; its key was computed before that (it was pushed), and
+    # get_cachedir_csig only asks again for a file that exists, whose key is then unused.
+    executor = node.get_executor()
+    contents = executor.get_contents() if executor is not None else b""
+    sigs.append(SCons.Util.hash_signature(cache_entry.neutral(contents, roots)))
+    sigs.append(cache_entry.neutral(node.get_abspath().encode(), roots).decode())
+    return SCons.Util.hash_collect(sigs)
+
+
+def VerifiedCache(env, path: str) -> None:
+    """Use ``path`` as the object cache of every environment cloned from ``env`` from now on."""
+    env.CacheDir(path, VerifiedCacheDir)
+
+
+def generate(env) -> None:
+    env.AddMethod(VerifiedCache, "VerifiedCacheDir")
+
+
+def exists(env) -> bool:
+    return True
