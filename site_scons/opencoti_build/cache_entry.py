@@ -125,11 +125,12 @@ def neutral(contents: bytes, roots: list[tuple[bytes, bytes]]) -> bytes:
     """``contents`` with every root replaced by its placeholder where it is a whole path prefix.
 
     A root matches only when a ``/``, whitespace, a quote, ``=``, NUL or the end follows (so
-    ``/work/main`` leaves ``/work/main2`` alone); a relative root also only where a path can start
-    (start, whitespace, ``=``, quote, NUL), so ``build`` in ``GGML_BUILD`` stays.
+    ``/work/main`` leaves ``/work/main2`` alone); a relative root also only where an argument starts
+    (start, whitespace, quote, NUL), so ``build`` in ``GGML_BUILD`` or in ``-ffile-prefix-map=X=build``
+    stays (a checkout whose BUILD_DIR is elsewhere has the same words there).
     """
     after = rb"(?=[/\s\"'=\0]|$)"
     for path, token in roots:
-        before = b"" if path.startswith(b"/") else rb"(?<![^\s=\"'\0])"
+        before = b"" if path.startswith(b"/") else rb"(?<![^\s\"'\0])"
         contents = re.sub(before + re.escape(path) + after, token, contents)
     return contents
