@@ -13,6 +13,7 @@ Construction variables: none read or set. Installing the tool patches ``SCons.No
 """
 from __future__ import annotations
 
+import SCons.Node
 import SCons.Node.FS
 import SCons.Script
 import SCons.Util
@@ -40,6 +41,8 @@ def matches_record(node: SCons.Node.FS.File) -> bool:
 def _is_up_to_date(self: SCons.Node.FS.File) -> bool:
     if not _inputs_current(self):
         return False
+    if self.get_state() in (SCons.Node.up_to_date, SCons.Node.executed):
+        return True  # decided earlier in this run (the C scanner asks again of a generated source)
     if self.has_builder() and not matches_record(self):
         if "explain" in (SCons.Script.GetOption("debug") or ()):
             print(f"scons: rebuilding `{self}' because it is not the file the last build recorded")
