@@ -13,9 +13,9 @@ PROJECT = Path(__file__).resolve().parents[1]
 MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"
 
 
-def scons(*args: str, build: Path, home: Path | None = None, check: bool = True, project: Path = PROJECT,
-          env_extra: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """Run scons on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
+def scons_command(*args: str, build: Path, home: Path | None = None, project: Path = PROJECT,
+                  env_extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of a scons run on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
     defaults = {
         "BUILD_DIR": str(build / "out"),
         "CACHE_DIR": str(build / "cache"),
@@ -29,6 +29,13 @@ def scons(*args: str, build: Path, home: Path | None = None, check: bool = True,
     env = dict(os.environ, HOME=str(home or build / "home"))
     env.update(env_extra or {})
     Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+    return argv, env
+
+
+def scons(*args: str, build: Path, home: Path | None = None, check: bool = True, project: Path = PROJECT,
+          env_extra: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run scons on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
+    argv, env = scons_command(*args, build=build, home=home, project=project, env_extra=env_extra)
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

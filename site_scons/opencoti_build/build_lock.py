@@ -1,7 +1,9 @@
 """One build at a time per build directory: an flock on ``BUILD_DIR/.lock`` held for the whole run.
 
 The kernel drops an flock when its holder exits, however it exits (SIGKILL included), so a lock is
-never left behind; the file only names the holder's pid for the waiting run's message.
+never left behind; the file only names the holder's pid for the waiting run's message. The build's
+commands inherit the lock (``inherited()``): a compiler that outlives a killed scons keeps the
+directory locked until it exits, so the next run cannot race with its late writes.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from opencoti_build.errors import UserError, os_error_line
 
 LOCK_NAME = ".lock"
+_held: list[int] = []  # the fd this process holds, once acquired
 
 
 def _holder(fd: int) -> str:
@@ -54,4 +57,10 @@ def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], No
             time.sleep(poll)
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _held[:] = [fd]
     return fd
+
+
+def inherited() -> dict[str, tuple[int, ...]]:
+    """subprocess keyword arguments that hand the held lock to a child (nothing when none is held)."""
+    return {"pass_fds": tuple(_held)}

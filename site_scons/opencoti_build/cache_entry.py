@@ -1,9 +1,10 @@
 """Verified cache entries and path-independent cache keys (no SCons here; site_tools/verified_cache.py uses it).
 
 An entry is the file's bytes followed by a fixed trailer: a magic, the bytes' length and their
-SHA-256. Reading an entry checks both before anything is written at the destination, so a flipped
-byte or a truncation is a miss, never an output. Entries and retrieved files are written under a
-temporary name and renamed into place: a reader sees a whole entry or none, whoever else is writing.
+SHA-256. Reading an entry checks both, and a restored file whose bytes do not match is removed, so a
+flipped byte or a truncation is a miss, never an output. Entries are written under a temporary name
+(opencoti_build.tempfiles) and renamed into place: a reader sees a whole entry or none, whoever
+else is writing.
 """
 from __future__ import annotations
 
@@ -70,21 +71,23 @@ def _trailer(entry: Path, size: int, fh) -> tuple[int, bytes]:
 
 
 def read_entry(entry: Path | str, dest: Path | str) -> None:
-    """Restore ``entry`` to ``dest`` after checking its digest; CorruptEntry leaves ``dest`` untouched."""
+    """Restore ``entry`` to ``dest``, checking its digest on the way; CorruptEntry removes ``dest``.
+
+    ``dest`` is a target being brought up to date: it is written in place (no temporary to outlive a
+    kill; a killed restore leaves a file the build's record does not describe, which is redone).
+    """
     entry, dest = Path(entry), Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(entry, "rb") as fh:
         length, recorded = _trailer(entry, os.fstat(fh.fileno()).st_size, fh)
-        out, tmp = _atomic_writer(dest)
         try:
-            with out:
+            with open(dest, "wb") as out:
                 copied, digest = _copy_hashing(fh, out, length)
             if copied != length or digest != recorded:
                 raise CorruptEntry(f"{entry}: content does not match its SHA-256")
-            os.chmod(tmp, (os.fstat(fh.fileno()).st_mode & 0o777) | 0o200)
-            os.replace(tmp, dest)
+            os.chmod(dest, (os.fstat(fh.fileno()).st_mode & 0o777) | 0o200)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            dest.unlink(missing_ok=True)
             raise
 
 

@@ -26,7 +26,7 @@ import SCons.Action
 import SCons.CacheDir
 import SCons.Util
 
-from opencoti_build import cache_entry, errors
+from opencoti_build import cache_entry, errors, tempfiles
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -121,6 +121,7 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
             return None  # another build pushed the same step first
         try:
             os.makedirs(cachedir, exist_ok=True)
+            tempfiles.remove_stale(cachedir)  # what a push killed here earlier left
             cache_entry.write_entry(node.get_abspath(), cachefile)
         except OSError as exc:
             print(f"WARN: cache: {errors.os_error_line(exc, f'cannot push {node} to {cachefile}')}; the build goes on")

@@ -1,0 +1,284 @@
+"""Fault injection: seeded random SIGKILLs, corrupt cache entries, tampered outputs, concurrent runs.
+
+Every trial ends by comparing the build's outputs byte for byte with a clean build of the same
+sources (outputs do not depend on BUILD_DIR or SRC, so one clean build per source state serves).
+OPENCOTI_FAULT_SEED picks the seed, OPENCOTI_FAULT_SCALE multiplies every trial count (docs/reliability.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import MINI_TREE, PROJECT, scons, scons_command
+from opencoti_build import cache_entry
+from packaging_support import write_gguf
+
+SEED = int(os.environ.get("OPENCOTI_FAULT_SEED", "20261130"))
+SCALE = max(1, int(os.environ.get("OPENCOTI_FAULT_SCALE", "1")))
+HEADER = "llama.cpp/ggml/include/ggml.h"
+# Header variants whose every includer's object bytes differ (a top-level asm section), so an object
+# compiled against another variant cannot pass for a current one.
+VARIANTS = ("", '\n__asm__(".section .opencoti_fault\\n.ascii \\"v1\\"\\n.previous");\n',
+            '\n__asm__(".section .opencoti_fault\\n.ascii \\"v2\\"\\n.previous");\n')
+
+
+def digests(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (a BUILD_DIR's o/ or a dist dir)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def differing(got: dict[str, str], want: dict[str, str]) -> list[str]:
+    return sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+
+
+class Workspace:
+    """A private source tree, BUILD_DIR and cache; one clean reference build per header variant."""
+
+    def __init__(self, root: Path, references: dict[int, dict[str, str]]) -> None:
+        self.root = root
+        self.src = root / "src"
+        shutil.copytree(MINI_TREE, self.src)
+        self.pristine = (self.src / HEADER).read_text()
+        self.references = references
+        self.variant = 0
+
+    @property
+    def out(self) -> Path:
+        return self.root / "b" / "out"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "b" / "cache"
+
+    def args(self, *extra: str) -> tuple[str, ...]:
+        return ("-j2", f"SRC={self.src}", *extra)
+
+    def set_variant(self, variant: int, keep_mtime: bool = False) -> None:
+        header = self.src / HEADER
+        st = header.stat()
+        header.write_text(self.pristine + VARIANTS[variant])
+        if keep_mtime:
+            os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns))
+        self.variant = variant
+
+    def build(self, *extra: str, project: Path = PROJECT, **kw) -> subprocess.CompletedProcess[str]:
+        return scons(*self.args(*extra), build=self.root / "b", project=project, **kw)
+
+    def start(self, *extra: str, build: Path | None = None, project: Path = PROJECT) -> subprocess.Popen[str]:
+        argv, env = scons_command(*self.args(*extra), build=build or self.root / "b", project=project)
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+    def reference(self) -> dict[str, str]:
+        if self.variant not in self.references:
+            clean = self.root / f"reference-{self.variant}"
+            scons(*self.args("CACHE_DIR="), build=clean)
+            self.references[self.variant] = digests(clean / "out" / "o")
+            shutil.rmtree(clean)
+        return self.references[self.variant]
+
+    def assert_clean_equivalent(self, out: Path | None = None) -> None:
+        got = digests((out or self.out) / "o")
+        bad = differing(got, self.reference())
+        assert not bad, f"{len(bad)} outputs differ from a clean build: {bad[:10]}"
+
+
+def kill(proc: subprocess.Popen[str], whole_group: bool) -> None:
+    """SIGKILL scons and its compilers (a CI timeout) or scons alone (kill -9 of one pid; compilers live on)."""
+    try:
+        if whole_group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            os.kill(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def references() -> dict[int, dict[str, str]]:
+    return {}
+
+
+@pytest.fixture(scope="module")
+def kill_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("kill"), references)
+
+
+SCENARIOS = ("cold", "warm-cache", "header-edit", "edit-then-revert")
+
+
+@pytest.mark.parametrize("trial", range(52 * SCALE))
+def test_sigkill_at_a_random_moment_then_rebuild_equals_a_clean_build(kill_space: Workspace, trial: int) -> None:
+    ws = kill_space
+    rng = random.Random(f"{SEED}-kill-{trial}")
+    scenario = SCENARIOS[trial % len(SCENARIOS)]
+    if scenario == "cold":
+        shutil.rmtree(ws.root / "b", ignore_errors=True)
+    elif scenario == "warm-cache":
+        shutil.rmtree(ws.out, ignore_errors=True)
+    before = ws.variant
+    if scenario in ("header-edit", "edit-then-revert"):
+        ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != before]))
+    proc = ws.start()
+    time.sleep(rng.uniform(0.3, 6.0))
+    kill(proc, whole_group=rng.random() < 0.7)
+    if scenario == "edit-then-revert":
+        ws.set_variant(before, keep_mtime=rng.random() < 0.5)
+    rebuilt = ws.build()
+    assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
+    ws.assert_clean_equivalent()
+    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+
+
+@pytest.fixture(scope="module")
+def cache_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("cache"), references)
+    ws.build()
+    return ws
+
+
+def cache_entries(cache: Path) -> list[Path]:
+    """The entries (hidden files are a push in flight or a dead one's leftovers)."""
+    return sorted(p for p in cache.rglob("*") if p.is_file() and p.parent != cache and not p.name.startswith("."))
+
+
+def assert_every_entry_verifies(cache: Path) -> None:
+    for entry in cache_entries(cache):
+        cache_entry.content_signature(entry, "sha256")  # raises CorruptEntry
+
+
+@pytest.mark.parametrize("trial", range(20 * SCALE))
+def test_a_corrupt_or_truncated_cache_entry_never_reaches_an_output(cache_space: Workspace, trial: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{SEED}-cache-{trial}")
+    entry = rng.choice(cache_entries(ws.cache))
+    data = bytearray(entry.read_bytes())
+    if trial % 2:
+        data = data[: rng.randrange(len(data))]
+    else:
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    entry.write_bytes(bytes(data))
+    shutil.rmtree(ws.out)
+    proc = ws.build()
+    warned = [line for line in proc.stdout.splitlines() if line.startswith("WARN: cache: corrupt entry")]
+    assert len(warned) == 1 and str(entry) in warned[0], proc.stdout
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)  # removed, then pushed again whole
+
+
+@pytest.mark.parametrize("trial", range(24 * SCALE))
+def test_an_output_changed_by_hand_is_rebuilt(cache_space: Workspace, trial: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{SEED}-tamper-{trial}")
+    outputs = sorted(p for p in (ws.out / "o").rglob("*") if p.is_file())
+    if trial % 4 == 0:  # a twin every fourth trial, so they are never left out by chance
+        outputs = [p for p in outputs if "/.aarch64/" in str(p)]
+    victim = rng.choice(outputs)
+    how = ("flip", "truncate", "empty", "delete")[trial % 4 if trial % 4 else rng.randrange(4)]
+    if how == "delete":
+        victim.unlink()
+    else:
+        data = bytearray(victim.read_bytes())
+        if how == "flip":
+            data[rng.randrange(len(data))] ^= 0xFF
+        data = data if how == "flip" else data[: rng.randrange(len(data))] if how == "truncate" else b""
+        victim.write_bytes(bytes(data))
+    ws.build()
+    ws.assert_clean_equivalent()
+
+
+@pytest.mark.parametrize("trial", range(10 * SCALE))
+def test_two_runs_at_once_in_one_build_dir(cache_space: Workspace, trial: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{SEED}-twice-{trial}")
+    shutil.rmtree(ws.out, ignore_errors=True)
+    if trial % 3 == 0:
+        shutil.rmtree(ws.cache, ignore_errors=True)
+    first = ws.start()
+    time.sleep(rng.uniform(0, 1.5))
+    second = ws.start()
+    outputs = [p.communicate(timeout=600)[0] for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outputs
+    assert not any("Traceback" in o for o in outputs), outputs
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)
+
+
+def copy_checkout(dest: Path) -> Path:
+    """What a second clone holds for a build: the build description and the fixture."""
+    for name in ("SConstruct", "build.SConscript"):
+        shutil.copy2(PROJECT / name, dest / name)
+    for name in ("site_scons", "host", "backends", "package", "native", "vendors"):
+        shutil.copytree(PROJECT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "dist"))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def second_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_checkout(tmp_path_factory.mktemp("second-checkout-at-a-longer-path"))
+
+
+@pytest.mark.parametrize("trial", range(10 * SCALE))
+def test_two_checkouts_sharing_one_cache(cache_space: Workspace, second_checkout: Path, trial: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{SEED}-shared-{trial}")
+    other = second_checkout / "build"
+    for out in (ws.out, other):
+        shutil.rmtree(out, ignore_errors=True)
+    if trial % 3 == 0:
+        shutil.rmtree(ws.cache, ignore_errors=True)
+    first = ws.start()
+    time.sleep(rng.uniform(0, 1.0))
+    second = ws.start(f"BUILD_DIR={other}", f"CACHE_DIR={ws.cache}", project=second_checkout)
+    outputs = [p.communicate(timeout=600)[0] for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outputs
+    ws.assert_clean_equivalent()
+    ws.assert_clean_equivalent(other)
+    assert_every_entry_verifies(ws.cache)
+
+
+@pytest.fixture(scope="module")
+def package_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("package"), references)
+    ws.build()
+    return ws
+
+
+def verify_dist(ws: Workspace) -> None:
+    """`opencoti-build verify` passes on every artifact that has a manifest (an artifact alone is unclaimed)."""
+    dist = ws.root / "b" / "dist" / "llamafile"
+    for manifest in dist.glob("*.MANIFEST.json"):
+        artifact = manifest.with_name(manifest.name[: -len(".MANIFEST.json")])
+        proc = subprocess.run([sys.executable, "-m", "opencoti_build", "verify", str(artifact), "--vendor-dist",
+                               str(ws.root / "b" / "vendors-dist"), "--home", str(ws.root / "b" / "home")],
+                              capture_output=True, text=True, cwd=PROJECT / "site_scons")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("trial", range(12 * SCALE))
+def test_package_killed_at_a_random_moment_leaves_pairs_that_verify(package_space: Workspace, trial: int) -> None:
+    ws = package_space
+    rng = random.Random(f"{SEED}-package-{trial}")
+    model = ws.root / "model.gguf"
+    write_gguf(model, values=(8 << 20) + 4096 * trial)  # 32 MiB of weights, other bytes every trial
+    argv = ("package", "CPU_ONLY=1", f"MODEL={model}")
+    proc = ws.start(*argv)
+    time.sleep(rng.uniform(0.2, 3.0))
+    kill(proc, whole_group=True)
+    verify_dist(ws)
+    ws.build(*argv)
+    dist = ws.root / "b" / "dist" / "llamafile"
+    assert not [p.name for p in dist.iterdir() if p.name.endswith(".tmp")], "a temporary file outlived the next run"
+    assert len(list(dist.glob("*.MANIFEST.json"))) == 2
+    verify_dist(ws)
