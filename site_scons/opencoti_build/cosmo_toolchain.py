@@ -48,6 +48,12 @@ class Toolchain:
             return f"cosmocc stand-in ({self.root}/bin: gcc + aarch64-linux-gnu-gcc; set COSMOCC=DIR for the real one)"
         return f"cosmocc at {self.root}"
 
+    def record(self) -> str:
+        """What MANIFEST.json says made the host: no path of the checkout (the stand-in lives in it)."""
+        if self.kind == "stand-in":
+            return "cosmocc stand-in (gcc + aarch64-linux-gnu-gcc)"
+        return self.describe()
+
 
 def find_toolchain(cosmocc_dir: str) -> Toolchain:
     if not cosmocc_dir:

@@ -20,6 +20,7 @@ import SCons.Util
 
 from opencoti_build import fatcc
 from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain
+from opencoti_build.prefix_maps import path_maps, prefix_maps, remap
 from opencoti_build.sources import DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
 
 from opencoti_build.sources import CXX_SUFFIXES
@@ -157,7 +158,8 @@ def _fat_link_emitter(target, source, env):
 
 def _fat_link(target, source, env):
     # Archives are searched once, in order: a group lets their cross references resolve.
-    argv = [env.subst("$FATLINK"), *_argv(env, "FATLINKFLAGS", target, source), "-o", str(target[0]),
+    argv = [env.subst("$FATLINK"), *_argv(env, "FATLINKFLAGS", target, source),
+            *_argv(env, "FATPREFIXMAPS", target, source), "-o", str(target[0]),
             "-Wl,--start-group", *_x86_inputs(source), "-Wl,--end-group", *_argv(env, "FATLIBS", target, source)]
     proc = subprocess.run(argv, env=env["ENV"])
     if proc.returncode != 0:
@@ -166,15 +168,19 @@ def _fat_link(target, source, env):
 
 
 def _gperf(target, source, env):
-    # gperf's output names its own command line; reading the table from stdout keeps the output
-    # path (BUILD_DIR) out of the generated C, so it is the same wherever the build lives.
-    proc = subprocess.run(["gperf", str(source[0])], env=env["ENV"], capture_output=True)
+    # gperf's output names its command line and, in #line, its input: reading the table from stdout
+    # keeps the output path (BUILD_DIR) out, and the input is renamed as the prefix maps name it
+    # (src/...), so the generated C is the same wherever the checkout and SRC live.
+    given = str(source[0])
+    proc = subprocess.run(["gperf", given], env=env["ENV"], capture_output=True)
     if proc.returncode != 0:
         print(proc.stderr.decode(errors="replace"), end="")
         return proc.returncode
+    maps = path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))
+    text = proc.stdout.replace(given.encode(), remap(given, maps).encode())
     tmp = str(target[0]) + ".tmp"
     with open(tmp, "wb") as fh:
-        fh.write(proc.stdout)
+        fh.write(text)
     os.replace(tmp, str(target[0]))
     return 0
 
@@ -199,7 +205,11 @@ def generate(env) -> None:
     env["_fat_dir_flags"] = _dir_flags
     env["_FATINCFLAGS"] = ("${_fat_dir_flags('-iquote', IQUOTEPATH)} ${_fat_dir_flags('-I', CPPPATH)} "
                            "${_fat_dir_flags('-isystem', ISYSTEMPATH)}")
-    common = "$FATCPPFLAGS $_FATINCFLAGS $_CPPDEFFLAGS $FATCCFLAGS"
+    # -ffile-prefix-map for the checkout, SRC and BUILD_DIR (opencoti_build.prefix_maps): both halves of
+    # every compile and the link, whatever a package's recipe resets; outputs then name no absolute path.
+    env.SetDefault(FATPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in
+                                  prefix_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))])
+    common = "$FATCPPFLAGS $_FATINCFLAGS $_CPPDEFFLAGS $FATCCFLAGS $FATPREFIXMAPS"
     env["FATCCCOM"] = f"$FATCC {common} $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
     env["FATCXXCOM"] = f"$FATCXX {common} $FATCXXFLAGS $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
 
@@ -214,7 +224,7 @@ def generate(env) -> None:
         emitter=_fat_archive_emitter)
     env["BUILDERS"]["FatProgram"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_fat_link, "FATLINK ${TARGETS[0]} (+ .com.dbg, .aarch64.elf)",
-                                   varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS"]),
+                                   varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS", "FATPREFIXMAPS"]),
         emitter=_fat_link_emitter)
     env["BUILDERS"]["Gperf"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_gperf, "GPERF $TARGET"),

@@ -4,12 +4,18 @@ API (after ``env.Tool('ggml_dso')``):
 
 ``env.GgmlCoreObjects() -> list[Node]``
     The ggml core (``opencoti_build.sources.core_sources($SRC)``, i.e. GGML_CORE_SOURCES) compiled
-    with the host gcc/g++ as position-independent objects under ``$BUILD_DIR/backends/ggml-core/``.
+    with the host gcc/g++ as position-independent objects under ``$BUILD_DIR/backends/ggml-core/``,
+    with ``env.GccPrefixMaps()``.
     Every DSO links its own copy because cosmo_dlopen cannot resolve symbols from the host process.
     Compiled once per build however many backends ask (the list is memoized per SRC/BUILD_DIR).
 
+``env.GccPrefixMaps() -> list``
+    gcc/g++/clang's ``-ffile-prefix-map`` flags for the checkout, ``$SRC`` and ``$BUILD_DIR``
+    (``opencoti_build.prefix_maps``): every compile and link of a DSO takes them, so the DSO's bytes do
+    not depend on where the checkout, the tree or the build directory are.
+
 ``env.GgmlDso(backend, objects, *, linker, link_flags=(), libs=(), static_runtime=..., archs=(),
-              arch_probe=None, lib_dirs=(), stub_dirs=(), entry_points=None) -> Node``
+              arch_probe=None, lib_dirs=(), stub_dirs=(), entry_points=None, link_prefix_maps=None) -> Node``
     Links ``objects`` + the core objects into
     ``$BACKEND_DIST_DIR/llamafile/<backend>/$LLAMAFILE_VERSION/ggml-<backend>.so`` and returns that node.
     - ``linker``: the driver that links (``'$NVCC'``, ``'$HIPCC'``, ``'g++'``).
@@ -22,6 +28,8 @@ API (after ``env.Tool('ggml_dso')``):
     - ``lib_dirs``/``stub_dirs``: extra directories to resolve DT_NEEDED in (see opencoti_build.elfcheck).
     - ``entry_points``: the symbols the DSO must export; default ``ggml_backend_<backend>_init``/``_reg``
       (ggml-rocm.so, HIP-compiled from the CUDA sources, exports the ``cuda`` names and passes them).
+    - ``link_prefix_maps``: the linker's -ffile-prefix-map words (opencoti_build.prefix_maps); default the
+      gcc/clang spelling, nvcc passes its ``-Xcompiler=`` one (``$NVCCPREFIXMAPS``).
     The link writes ``.ggml-<backend>.so.unverified`` beside the output; it is renamed to the output
     only after verification passes (SCons keeps failed outputs, and the packager and the mirror take
     the output by name). Verification: every asked-for arch present, the entry points exported, every DT_NEEDED found, no undefined symbol that the
@@ -46,9 +54,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import SCons.Errors
+import SCons.Subst
 from SCons.Script import Action
 
 from opencoti_build import elfcheck, sources
+from opencoti_build.prefix_maps import prefix_maps
 
 CORE_FLAGS: tuple[str, ...] = ("-O2",)  # SharedObject adds -fPIC
 CORE_DEFINES: tuple[str, ...] = ("NDEBUG", "GGML_BUILD=1", "GGML_SHARED=1", "GGML_MULTIPLATFORM")
@@ -133,6 +143,11 @@ def _warn_shadow(target: list[Any], source: list[Any], env: Any) -> None:
                          f"instead of it; delete it or copy the new one over it\n")
 
 
+def gcc_prefix_maps(env: Any) -> list[Any]:
+    """gcc's -ffile-prefix-map flags for the checkout, SRC and BUILD_DIR (opencoti_build.prefix_maps)."""
+    return [SCons.Subst.Literal(flag) for flag in prefix_maps(env.Dir("#").abspath, env["SRC"], env["BUILD_DIR"])]
+
+
 def ggml_core_objects(env: Any) -> list[Any]:
     key = (env["SRC"], env["BUILD_DIR"])
     if key not in _core_objects:
@@ -140,7 +155,7 @@ def ggml_core_objects(env: Any) -> list[Any]:
         for tool in ("gcc", "g++"):
             core.Tool(tool)
         core.Replace(
-            CCFLAGS=list(CORE_FLAGS), CFLAGS=["-std=gnu11"], CXXFLAGS=["-std=gnu++17"],
+            CCFLAGS=list(CORE_FLAGS) + gcc_prefix_maps(env), CFLAGS=["-std=gnu11"], CXXFLAGS=["-std=gnu++17"],
             CPPDEFINES=list(CORE_DEFINES),
             CPPPATH=[os.path.join(env["SRC"], d) for d in sources.GGML_CORE_INCLUDES],
         )
@@ -167,12 +182,13 @@ def ggml_dso(env: Any, backend: str, objects: Sequence[Any], *, linker: str, lin
              libs: Sequence[str] = (), static_runtime: Sequence[str] = GCC_STATIC_RUNTIME,
              archs: Sequence[str] = (), arch_probe: str | Callable[[str], Iterable[str]] | None = None,
              lib_dirs: Sequence[str] = (), stub_dirs: Sequence[str] = (),
-             entry_points: Sequence[str] | None = None) -> Any:
+             entry_points: Sequence[str] | None = None, link_prefix_maps: Sequence[Any] | None = None) -> Any:
     version = env["LLAMAFILE_VERSION"]
     name = f"ggml-{backend}.so"
     output = os.path.join(env["BACKEND_DIST_DIR"], "llamafile", backend, version, name)
     link = Action(
-        "$DSO_LINKER $DSO_LINKFLAGS $DSO_STATIC_RUNTIME -o ${TARGET.dir}/.${TARGET.file}.unverified $SOURCES $DSO_LIBS",
+        "$DSO_LINKER $DSO_LINKFLAGS $DSO_PREFIXMAPS $DSO_STATIC_RUNTIME -o ${TARGET.dir}/.${TARGET.file}.unverified "
+        "$SOURCES $DSO_LIBS",
         "Linking $TARGET",
     )
     verify = Action(_verify_and_publish, "Verifying $TARGET",
@@ -183,6 +199,7 @@ def ggml_dso(env: Any, backend: str, objects: Sequence[Any], *, linker: str, lin
         DSO_BACKEND=backend, DSO_LINKER=linker, DSO_LINKFLAGS=list(link_flags), DSO_LIBS=list(libs),
         DSO_STATIC_RUNTIME=list(static_runtime), DSO_ARCHS=list(archs), DSO_ARCH_PROBE=_probe_name(arch_probe),
         DSO_LIB_DIRS=list(lib_dirs), DSO_STUB_DIRS=list(stub_dirs), DSO_ENTRY_POINTS=list(entry_points or ()),
+        DSO_PREFIXMAPS=list(gcc_prefix_maps(env) if link_prefix_maps is None else link_prefix_maps),
     )
     mirror = env.Command(
         os.path.join(env["ENV"]["HOME"], ".llamafile", "v", version, name), dso,
@@ -201,6 +218,7 @@ def skip_backend(env: Any, backend: str, reason: str) -> None:
 
 
 def generate(env: Any) -> None:
+    env.AddMethod(gcc_prefix_maps, "GccPrefixMaps")
     env.AddMethod(ggml_core_objects, "GgmlCoreObjects")
     env.AddMethod(ggml_dso, "GgmlDso")
     env.AddMethod(skip_backend, "SkipBackend")

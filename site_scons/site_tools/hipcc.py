@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 import SCons.Action
 import SCons.Scanner
+import SCons.Subst
 from SCons.Builder import Builder
 from SCons.Environment import Base as Environment
 
+from opencoti_build.prefix_maps import prefix_maps
 from opencoti_build.rocm_archs import RocmSupport, device_lib_isas, parse_hipcc_config, parse_supported_cpus
 
 DEFAULT_ROCM_PATH = "/opt/rocm"
@@ -152,7 +154,12 @@ def generate(env: Environment) -> None:
         HIPCCFLAGS=list(BASE_FLAGS),
         HIP_OFFLOAD_ARCHS=[],
         _HIP_ARCH_FLAGS="${_concat('--offload-arch=', HIP_OFFLOAD_ARCHS, '', __env__)}",
-        HIPCCCOM="$HIPCC -x hip -c -o $TARGET $HIPCCFLAGS $_HIP_ARCH_FLAGS $_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES",
+        # -ffile-prefix-map (opencoti_build.prefix_maps): __FILE__ and debug info, host and device, name no
+        # checkout, SRC or BUILD_DIR path
+        HIPCCPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in
+                         prefix_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))],
+        HIPCCCOM="$HIPCC -x hip -c -o $TARGET $HIPCCFLAGS $HIPCCPREFIXMAPS $_HIP_ARCH_FLAGS "
+                 "$_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES",
     )
     env.AppendUnique(CPPDEFINES=list(BASE_DEFINES))
     scanner = SCons.Scanner.ClassicCPP(

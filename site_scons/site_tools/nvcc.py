@@ -27,15 +27,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import SCons.Scanner.C
+import SCons.Subst
 import SCons.Tool
 from SCons.Builder import Builder
 from SCons.Script import Action
 
 from opencoti_build import cuda_archs
+from opencoti_build import prefix_maps
 
 DEFAULT_CUDA_PATH = "/usr/local/cuda-12.6"
 PROBE_TIMEOUT_S = 60
 CUDA_SUFFIXES = (".cu", ".cuh")
+# nvcc names its intermediates tmpxft_<pid>_..., and the host object keeps that name (STT_FILE): with
+# --objdir-as-tempdir they are <object>.cudafe1.cpp & co. beside the object, the same on every run
+# (nvcc 12.4's manual documents the option; older toolkits keep the per-run names).
+OBJTEMP_FLAG = "--objdir-as-tempdir"
+OBJTEMP_SINCE: cuda_archs.Version = (12, 4)
 
 _VERSIONS: dict[tuple[str, int], cuda_archs.Version | str] = {}
 
@@ -108,7 +115,8 @@ def nvcc_version(nvcc: str, env_vars: dict[str, str]) -> cuda_archs.Version:
 def probe_cuda(env: Any) -> CudaToolkit | str:
     """The toolkit, or the reason there is none (for a WARN). Bad input raises CudaToolkitError/CudaArchError.
 
-    Sets NVCC, CUDA_VERSION, CUDA_ARCH_LIST (names like ``sm_120f``) and CUDA_GENCODE in ``env``.
+    Sets NVCC, CUDA_VERSION, CUDA_ARCH_LIST (names like ``sm_120f``), CUDA_GENCODE and NVCC_REPRODUCIBLE
+    in ``env``.
     """
     nvcc, searched = locate_nvcc(env.subst("$CUDA_PATH"))
     if nvcc is None:
@@ -121,7 +129,20 @@ def probe_cuda(env: Any) -> CudaToolkit | str:
     env["CUDA_VERSION"] = version
     env["CUDA_ARCH_LIST"] = [a.sm for a in archs]
     env["CUDA_GENCODE"] = cuda_archs.gencode_flags(version, machine, env.subst("$CUDA_ARCHS"))
+    env["NVCC_REPRODUCIBLE"] = [OBJTEMP_FLAG] if version >= OBJTEMP_SINCE else []
     return toolkit
+
+
+def _nvcc_prefix_maps(maps: list[tuple[str, str]]) -> list[Any]:
+    return [SCons.Subst.Literal(flag) for flag in prefix_maps.nvcc_flags(maps)]
+
+
+def _nvcc_source_name(sources: Any, maps: list[tuple[str, str]]) -> list[Any]:
+    """``-Xcudafe --orig_src_path_name=<mapped>``: the name cudafe++ and cicc hash instead of the absolute path."""
+    names = [prefix_maps.remap(str(node.abspath), maps) for node in sources]
+    if len(names) != 1 or "," in names[0]:  # -Xcudafe splits at commas
+        return []
+    return ["-Xcudafe", SCons.Subst.Literal(f"--orig_src_path_name={names[0]}")]
 
 
 def cuda_object(env: Any, target: Any, source: Any) -> list[Any]:
@@ -139,7 +160,18 @@ def generate(env: Any) -> None:
     # a tool-less base env has _CPPDEFFLAGS/_CPPINCFLAGS but not the prefixes they expand with
     env.SetDefault(NVCC="nvcc", NVCCFLAGS=[], CUDA_GENCODE=[], INCPREFIX="-I", INCSUFFIX="",
                    CPPDEFPREFIX="-D", CPPDEFSUFFIX="")
-    env["NVCCCOM"] = "$NVCC -c $NVCCFLAGS $CUDA_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS -o $TARGET $SOURCES"
+    # Path-independent objects (opencoti_build.prefix_maps): the host compiler's -ffile-prefix-map (nvcc
+    # preprocesses host and device code with it: __FILE__, debug info), cudafe++/cicc told the source's
+    # mapped name (they hash its absolute path into anonymous-namespace and static names), and
+    # $NVCC_REPRODUCIBLE (probe_cuda): intermediates named after the object, not tmpxft_<pid>.
+    env.SetDefault(NVCC_PATH_MAPS=prefix_maps.path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR")),
+                   NVCC_REPRODUCIBLE=[])
+    env["_nvcc_prefix_maps"] = _nvcc_prefix_maps
+    env["_nvcc_source_name"] = _nvcc_source_name
+    env["NVCCPREFIXMAPS"] = "${_nvcc_prefix_maps(NVCC_PATH_MAPS)}"
+    env["NVCCCOM"] = ("$NVCC -c $NVCCFLAGS $NVCCPREFIXMAPS $NVCC_REPRODUCIBLE "
+                      "${_nvcc_source_name(SOURCES, NVCC_PATH_MAPS)} "
+                      "$CUDA_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS -o $TARGET $SOURCES")
     env["BUILDERS"]["_CudaObject"] = Builder(
         action=Action("$NVCCCOM", "$NVCCCOMSTR"), suffix=".o", src_suffix=".cu",
         source_scanner=SCons.Tool.SourceFileScanner, single_source=True,

@@ -1,0 +1,81 @@
+"""Prefix maps: where the build lives never reaches its outputs.
+
+Compilers write the paths they were given into objects: DWARF names (sources, headers, the compile
+directory), ``__FILE__`` in asserts, HIP's per-TU ids. The same commit built from two checkouts, or
+with ``SRC`` at two places, must give the same bytes (so cache entries and artifacts are shared), so
+every compile and link gets ``-ffile-prefix-map=OLD=NEW`` for:
+
+- the checkout -> ``.``: the compile directory (SCons runs from the checkout root);
+- ``SRC`` -> ``src``: the source tree (in gdb: ``set substitute-path src <tree>``);
+- ``LLAMACPP`` (native lane) -> ``src/llama.cpp``: where ``SRC``'s own llama.cpp would be;
+- ``BUILD_DIR`` -> ``build``: generated sources and headers (the default BUILD_DIR is ``./build``).
+
+The maps are given general to specific (shortest OLD first): gcc applies the *last* matching option
+(clang the longest OLD), so a tree nested in another (the default ``SRC``, ``vendors/sources/llamafile``, inside the
+checkout; ``BUILD_DIR`` inside ``SRC``) takes its own name. A path reached through a symlink is mapped
+both as given and resolved (the compile directory is the resolved one); one inside the checkout also
+as SCons writes it on command lines, relative to the checkout, so ``SRC=tests/fixtures/llamafile-mini``
+and ``SRC=/elsewhere`` both name their files ``src/...``. A path holding ``=`` cannot be mapped (the
+compilers split OLD from NEW at the first ``=``) and is left out.
+
+Plain Python, no SCons: site_tools/cosmocc.py, nvcc.py, hipcc.py, ggml_dso.py (and through it
+backends/vulkan) and native/SConscript all take their maps from :func:`path_maps`.
+"""
+from __future__ import annotations
+
+import os
+
+PROJECT_NAME = "."
+SRC_NAME = "src"
+BUILD_NAME = "build"
+LLAMACPP_NAME = "src/llama.cpp"
+FLAG = "-ffile-prefix-map"
+
+
+def path_maps(project: str, src: str | None, build_dir: str | None,
+              llamacpp: str | None = None) -> list[tuple[str, str]]:
+    """``(OLD, NEW)`` pairs, general to specific; one OLD appears once (the most specific role wins), and
+    none that a shorter one already maps the same way."""
+    project = os.path.normpath(os.path.abspath(project))
+    roles = [(project, PROJECT_NAME), (src, SRC_NAME), (llamacpp, LLAMACPP_NAME), (build_dir, BUILD_NAME)]
+    chosen: dict[str, str] = {}
+    for path, new in roles:  # later roles win a tie: BUILD_DIR == SRC maps to build
+        if not path:
+            continue
+        given = os.path.normpath(os.path.join(project, path))
+        olds = [given, os.path.realpath(given)]
+        rel = os.path.relpath(given, project)
+        if rel != "." and not rel.startswith(".."):
+            olds.append(rel)  # SCons names a file inside the checkout relative to it
+        for old in olds:
+            if "=" not in old and old != "/" and old != new:
+                chosen[old] = new
+    kept: list[tuple[str, str]] = []
+    for old, new in sorted(chosen.items(), key=lambda item: len(item[0])):  # stable: ties keep role order
+        if remap(old, kept) != new:  # else a shorter map already names it so (LLAMACPP = $SRC/llama.cpp)
+            kept.append((old, new))
+    return kept
+
+
+def gcc_flags(maps: list[tuple[str, str]]) -> list[str]:
+    """``-ffile-prefix-map=OLD=NEW`` for each pair, in order (gcc, g++, clang, hipcc, the cosmocc driver)."""
+    return [f"{FLAG}={old}={new}" for old, new in maps]
+
+
+def nvcc_flags(maps: list[tuple[str, str]]) -> list[str]:
+    """The same for nvcc's host compiler: ``-Xcompiler=`` splits at commas, so such a pair is left out."""
+    return [f"-Xcompiler={flag}" for flag in gcc_flags(maps) if "," not in flag]
+
+
+def prefix_maps(project: str, src: str | None, build_dir: str | None,
+                llamacpp: str | None = None) -> list[str]:
+    """The ``-ffile-prefix-map=OLD=NEW`` flags of :func:`path_maps`, general to specific."""
+    return gcc_flags(path_maps(project, src, build_dir, llamacpp))
+
+
+def remap(path: str, maps: list[tuple[str, str]]) -> str:
+    """What the compilers make of ``path`` under ``maps`` (the last matching prefix wins)."""
+    for old, new in reversed(maps):
+        if path.startswith(old):  # a string prefix, as gcc compares
+            return new + path[len(old):]
+    return path
