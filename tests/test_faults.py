@@ -27,8 +27,8 @@ SCALE = max(1, int(os.environ.get("OPENCOTI_FAULT_SCALE", "1")))
 HEADER = "llama.cpp/ggml/include/ggml.h"
 # Header variants whose every includer's object bytes differ (a top-level asm section), so an object
 # compiled against another variant cannot pass for a current one.
-VARIANTS = ("", '\n__asm__(".section .opencoti_fault\\n.ascii \\"v1\\"\\n.previous");\n',
-            '\n__asm__(".section .opencoti_fault\\n.ascii \\"v2\\"\\n.previous");\n')
+VARIANTS = ("",) + tuple(f'\n__asm__(".section .opencoti_fault\\n.ascii \\"opencoti-fault-v{v}\\"\\n.previous");\n'
+                         for v in (1, 2))
 
 
 def digests(root: Path) -> dict[str, str]:
@@ -63,13 +63,15 @@ class Workspace:
     def args(self, *extra: str) -> tuple[str, ...]:
         return ("-j2", f"SRC={self.src}", *extra)
 
-    def set_variant(self, variant: int, keep_mtime: bool = False) -> None:
+    def set_variant(self, variant: int, mtime_ns: int | None = None) -> int:
+        """Write header variant ``variant`` (with ``mtime_ns``: as `cp -p` of a saved copy); return the old mtime."""
         header = self.src / HEADER
-        st = header.stat()
+        old = header.stat().st_mtime_ns
         header.write_text(self.pristine + VARIANTS[variant])
-        if keep_mtime:
-            os.utime(header, ns=(st.st_atime_ns, st.st_mtime_ns))
+        if mtime_ns is not None:
+            os.utime(header, ns=(mtime_ns, mtime_ns))
         self.variant = variant
+        return old
 
     def build(self, *extra: str, project: Path = PROJECT, **kw) -> subprocess.CompletedProcess[str]:
         return scons(*self.args(*extra), build=self.root / "b", project=project, **kw)
@@ -90,7 +92,17 @@ class Workspace:
     def assert_clean_equivalent(self, out: Path | None = None) -> None:
         got = digests((out or self.out) / "o")
         bad = differing(got, self.reference())
-        assert not bad, f"{len(bad)} outputs differ from a clean build: {bad[:10]}"
+        assert not bad, (f"{len(bad)} of {len(got)} outputs differ from a clean build of header variant "
+                         f"{self.variant}: {bad[:8]}; variants in them: {self.variants_in((out or self.out) / 'o', bad)}")
+
+    @staticmethod
+    def variants_in(root: Path, names: list[str]) -> dict[str, list[str]]:
+        found = {}
+        for name in names[:8]:
+            path = root / name
+            data = path.read_bytes() if path.is_file() else b""
+            found[name] = [f"v{v}" for v in (1, 2) if f"opencoti-fault-v{v}".encode() in data]
+        return found
 
 
 def kill(proc: subprocess.Popen[str], whole_group: bool) -> None:
@@ -127,14 +139,14 @@ def test_sigkill_at_a_random_moment_then_rebuild_equals_a_clean_build(kill_space
         shutil.rmtree(ws.root / "b", ignore_errors=True)
     elif scenario == "warm-cache":
         shutil.rmtree(ws.out, ignore_errors=True)
-    before = ws.variant
+    before, saved_mtime = ws.variant, None
     if scenario in ("header-edit", "edit-then-revert"):
-        ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != before]))
+        saved_mtime = ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != before]))
     proc = ws.start()
     time.sleep(rng.uniform(0.3, 6.0))
     kill(proc, whole_group=rng.random() < 0.7)
-    if scenario == "edit-then-revert":
-        ws.set_variant(before, keep_mtime=rng.random() < 0.5)
+    if scenario == "edit-then-revert":  # an editor's undo (new mtime) or `cp -p` of the saved file (its mtime)
+        ws.set_variant(before, mtime_ns=saved_mtime if rng.random() < 0.5 else None)
     rebuilt = ws.build()
     assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
     ws.assert_clean_equivalent()
