@@ -3,13 +3,21 @@
 SCons decides from a target's *inputs* alone: a target edited, truncated or emptied by hand, or one
 rewritten by a run that was then killed (SIGKILL, the OOM killer, a CI timeout: the sconsign is
 written only when a run ends), still counts as up to date when its inputs match the record. Bazel
-checks its outputs too; so does this tool. Every build records each target's mtime, size and content
+checks its outputs too; so does this tool. Every build records each target's stamp, size and content
 signature (SCons' own NodeInfo); before a target is taken as current its stat is compared with that
 record, and when the stat differs its content is hashed: the same bytes keep it (a touch), other
 bytes rebuild it. An interrupted run therefore leaves nothing a later run takes as current — every
 file it rewrote no longer matches the record the last *finished* run wrote.
 
-Construction variables: none read or set. Installing the tool patches ``SCons.Node.FS.File`` once.
+The same stamp serves SCons' content-timestamp decider for every file, inputs included: a file whose
+stamp is unchanged is not re-read (big archives and multi-GiB models are not re-hashed on a null
+build); a changed stamp re-hashes, and only a content change rebuilds. The stamp is the later of the
+file's mtime and ctime, sub-second: SCons' whole-second mtimes miss an edit made in the same
+second as the recorded stamp, and no mtime alone sees an edit that puts the old mtime back (`touch
+-r`, `utime`, a copy with `cp -p` over an edited file), which always moves the ctime. (Two writes
+within one kernel timestamp tick, a few ms, still look alike, as they do to make and Ninja.)
+
+Construction variables: none read or set. Installing the tool patches ``SCons.Node.FS`` once.
 """
 from __future__ import annotations
 
@@ -21,6 +29,12 @@ import SCons.Util
 _inputs_current = SCons.Node.FS.File.is_up_to_date
 
 
+def stamp(node: SCons.Node.FS.Base) -> float | None:
+    """The file's change stamp: max(mtime, ctime), sub-second (see the module docstring)."""
+    st = node.stat()
+    return max(st.st_mtime, st.st_ctime) if st else None
+
+
 def matches_record(node: SCons.Node.FS.File) -> bool:
     """True when ``node``'s file is the one its last finished build recorded (stat, else content)."""
     ninfo = getattr(node.get_stored_info(), "ninfo", None)
@@ -30,7 +44,7 @@ def matches_record(node: SCons.Node.FS.File) -> bool:
     st = node.stat()
     if st is None:
         return False
-    if st.st_size == getattr(ninfo, "size", None) and st.st_mtime == getattr(ninfo, "timestamp", None):
+    if st.st_size == getattr(ninfo, "size", None) and stamp(node) == getattr(ninfo, "timestamp", None):
         return True
     if st.st_size != getattr(ninfo, "size", None):
         return False
@@ -51,6 +65,7 @@ def _is_up_to_date(self: SCons.Node.FS.File) -> bool:
 
 
 def generate(env) -> None:
+    SCons.Node.FS.Base.getmtime = stamp
     SCons.Node.FS.File.is_up_to_date = _is_up_to_date
 
 
