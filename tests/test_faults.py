@@ -299,3 +299,27 @@ def test_package_killed_at_a_random_moment_leaves_pairs_that_verify(package_spac
     assert not [p.name for p in dist.iterdir() if p.name.endswith(".tmp")], "a temporary file outlived the next run"
     assert len(list(dist.glob("*.MANIFEST.json"))) == 2
     verify_dist(ws)
+
+
+def read_only_mount_works(path: Path) -> bool:
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind -o ro '{path}' '{path}'"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def test_a_read_only_cache_is_read_and_never_written(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path, {})
+    ws.build()
+    if not read_only_mount_works(ws.cache):
+        pytest.skip("no mount namespace here (unshare -m) to make the cache read-only")
+    before = digests(ws.cache)
+    shutil.rmtree(ws.out)
+    (ws.src / "llamafile" / "llamafile.c").write_text((ws.src / "llamafile" / "llamafile.c").read_text() + "\nint ro_probe;\n")
+    argv, env = scons_command(*ws.args(), build=ws.root / "b")
+    script = f"mount --bind -o ro '{ws.cache}' '{ws.cache}' && exec \"$@\""
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *argv], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"NOTE: cache {ws.cache} is read-only for this user: entries are read, none are written" in proc.stdout
+    assert "Retrieved" in proc.stdout and "FATCC" in proc.stdout  # hits read; the edited file compiled
+    assert "WARN" not in proc.stdout + proc.stderr
+    assert digests(ws.cache) == before
