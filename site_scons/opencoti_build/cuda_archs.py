@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from opencoti_build.errors import UserError
 
 Version = tuple[int, int]
 
 
-class CudaArchError(ValueError):
+class CudaArchError(UserError):
     """A CUDA_ARCHS entry, toolkit version or target arch the build cannot honour (one-line message)."""
 
 

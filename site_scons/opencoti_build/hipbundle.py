@@ -18,6 +18,7 @@ from pathlib import Path
 
 import lief
 import zstandard
+from opencoti_build.errors import UserError
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 COMPRESSED_MAGIC = b"CCOB"
@@ -34,7 +35,7 @@ COMPRESSED_HEADERS: dict[int, tuple[str, bool]] = {
 COMPRESSION_METHODS: dict[int, str] = {0: "zlib", 1: "zstd"}
 
 
-class HipBundleError(Exception):
+class HipBundleError(UserError):
     """A file or section that does not hold readable offload bundles."""
 
 

@@ -11,11 +11,12 @@ import mmap
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from opencoti_build.errors import UserError
 
 _VERSION = re.compile(rb"llamafile v(\d+)\.(\d+)\.(\d+)(?![\d.])")
 
 
-class HostError(ValueError):
+class HostError(UserError):
     """The host binary cannot be read. The message is one line naming it."""
 
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from opencoti_build import sources
+from opencoti_build.errors import UserError
 
 LLAMA_PREFIX = f"{sources.LLAMA}/"
 
@@ -61,7 +62,7 @@ NATIVE_EXCLUDE: tuple[str, ...] = (
 BACKEND_REG_SOURCE = f"{LLAMA_PREFIX}ggml/src/ggml-backend-reg.cpp"
 
 
-class NativeTreeError(ValueError):
+class NativeTreeError(UserError):
     """LLAMACPP names no llama.cpp checkout (one-line message naming it and the fix)."""
 
 

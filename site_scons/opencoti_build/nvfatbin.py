@@ -16,6 +16,7 @@ from pathlib import Path
 
 import lief
 import zstandard
+from opencoti_build.errors import UserError
 
 SECTION = ".nv_fatbin"
 CONTAINER_MAGIC = 0xBA55ED50
@@ -30,7 +31,7 @@ VARIANT_FLAGS: tuple[tuple[int, str], ...] = ((0x100000, "a"), (0x200000, "f"))
 EM_CUDA = 190
 
 
-class FatbinError(ValueError):
+class FatbinError(UserError):
     """A ``.nv_fatbin`` section that does not parse."""
 
 

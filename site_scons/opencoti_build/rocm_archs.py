@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from opencoti_build.errors import UserError
 
 # llamafile 0.10 rocm.sh's default --offload-arch list, in its order.
 UPSTREAM_OFFLOAD_ARCHS: tuple[str, ...] = (
@@ -21,7 +22,7 @@ _ISA_FILE = re.compile(r"^oclc_isa_version_([0-9a-f]+)\.bc$")
 _TARGET_ID = re.compile(r"^(gfx[0-9a-f]+)((?::[a-z0-9]+[+-])*)$")
 
 
-class OffloadArchError(Exception):
+class OffloadArchError(UserError):
     """OFFLOAD_ARCH asks for something this ROCm cannot build."""
 
 

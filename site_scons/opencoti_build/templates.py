@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from opencoti_build.sources import LLAMA
+from opencoti_build.errors import UserError
 
 
-class TemplateError(ValueError):
+class TemplateError(UserError):
     """A template uses a variable no lane defines."""
 
 

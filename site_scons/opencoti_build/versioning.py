@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from opencoti_build.errors import UserError
 
 _VERSION_FIELD = re.compile(r"^\s*#\s*define\s+LLAMAFILE_(MAJOR|MINOR|PATCH)\s+(\d+)\b", re.M)
 
 
-class VersionError(ValueError):
+class VersionError(UserError):
     """A version or tag file is missing or malformed."""
 
 

@@ -12,6 +12,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+from opencoti_build.errors import UserError
 
 U16_MAX = 0xFFFF
 U32_MAX = 0xFFFFFFFF
@@ -25,7 +26,7 @@ _LOCATOR = struct.Struct(zipfile.structEndArchive64Locator)
 _MAX_COMMENT = 0xFFFF
 
 
-class ZipStoreError(ValueError):
+class ZipStoreError(UserError):
     """The file has no zip store, or a corrupt one. The message is one line naming the file."""
 
 

@@ -29,6 +29,7 @@ import SCons.Errors
 import SCons.Scanner
 from SCons.Builder import Builder
 from SCons.Environment import Base as Environment
+from opencoti_build.errors import UserError
 
 BASE_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.2", "-O")
 PROBE_TIMEOUT_S = 60
@@ -48,7 +49,7 @@ class GlslcToolchain:
         return f"glslc ({self.version}) at {self.glslc}"
 
 
-class VulkanToolchainError(ValueError):
+class VulkanToolchainError(UserError):
     """VULKAN_SDK names no glslc, or the glslc found is broken (one-line message)."""
 
 

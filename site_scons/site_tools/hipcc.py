@@ -29,6 +29,7 @@ from SCons.Environment import Base as Environment
 
 from opencoti_build.prefix_maps import prefix_maps
 from opencoti_build.rocm_archs import RocmSupport, device_lib_isas, parse_hipcc_config, parse_supported_cpus
+from opencoti_build.errors import UserError
 
 DEFAULT_ROCM_PATH = "/opt/rocm"
 PROBE_TIMEOUT_S = 60
@@ -54,7 +55,7 @@ class HipToolchain:
         return f"hipcc {self.hip_version} ({self.support.compiler}) at {self.hipcc}"
 
 
-class RocmToolchainError(ValueError):
+class RocmToolchainError(UserError):
     """ROCM_PATH names no usable hipcc, or the hipcc found is broken (one-line message)."""
 
 

@@ -34,6 +34,7 @@ from SCons.Script import Action
 
 from opencoti_build import cuda_archs
 from opencoti_build import prefix_maps
+from opencoti_build.errors import UserError
 
 DEFAULT_CUDA_PATH = "/usr/local/cuda-12.6"
 PROBE_TIMEOUT_S = 60
@@ -47,7 +48,7 @@ OBJTEMP_SINCE: cuda_archs.Version = (12, 4)
 _VERSIONS: dict[tuple[str, int], cuda_archs.Version | str] = {}
 
 
-class CudaToolkitError(ValueError):
+class CudaToolkitError(UserError):
     """The named toolkit is unusable (one-line message naming it and the fix)."""
 
 
