@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import os
+import platform
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 from SCons.Variables import BoolVariable, Variables
 
 from opencoti_build import patch_series
+from opencoti_build.errors import UserError, os_error_line
 
 PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_SRC = "vendors/sources/llamafile"
@@ -75,6 +78,7 @@ def declare(variables: Variables) -> None:
         ("HOST", "package this prebuilt thin binary instead of building one", ""),
         ("ALIGN", "zip data alignment of stored entries", "65536"),
         BoolVariable("FORCE", "let apply/reset discard changes a previous apply did not make", False),
+        BoolVariable("REPACKAGE", "let HOST= name an already-packaged artifact (one holding .args or a model)", False),
         ("PATCH_SERIES", "the opencoti patch series applied after llamafile's own", patch_series.OPENCOTI_PATCHES),
         ("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
          patch_series.DEFAULT_RECORD),
@@ -82,7 +86,7 @@ def declare(variables: Variables) -> None:
     )
 
 
-class SourceTreeError(ValueError):
+class SourceTreeError(UserError):
     """SRC names no usable llamafile tree."""
 
 
@@ -108,9 +112,15 @@ def checked_source_tree(env: Mapping[str, Any]) -> str:
 
 
 def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -> dict[str, str]:
-    """The environment every build command runs with: deliberate, reproducible, no leakage."""
+    """The environment every build command runs with: deliberate, reproducible, no leakage.
+
+    Creates ``$BUILD_DIR/tmp``: call :func:`validate` first, so that a bad variable writes nothing.
+    """
     tmpdir = Path(env["BUILD_DIR"]) / "tmp"
-    tmpdir.mkdir(parents=True, exist_ok=True)
+    try:
+        tmpdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(os_error_line(exc, f"BUILD_DIR={env['BUILD_DIR']}: cannot create {tmpdir}")) from None
     return {
         "PATH": os_environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os_environ.get("HOME", "/"),
@@ -120,3 +130,121 @@ def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -
         "HIP_PLATFORM": "amd",
         **({"MODE": env["MODE"]} if env["MODE"] else {}),  # cosmocc picks its runtime libraries by MODE
     }
+
+
+# --- validation: every variable checked before anything is created (SConstruct calls validate first) --
+
+ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+EPOCH_MAX = 253402300799  # 9999-12-31T23:59:59Z, the latest SOURCE_DATE_EPOCH gcc accepts
+ALIGN_MAX = 1 << 30
+# Directories the build writes into: (variable, may be empty). An empty CACHE_DIR turns the cache off.
+OUTPUT_DIRS = (("BUILD_DIR", False), ("DIST_DIR", False), ("BACKEND_DIST_DIR", False), ("CACHE_DIR", True))
+# Files the build writes: an empty value or a directory there is refused.
+OUTPUT_FILES = ("APPLIED_SERIES", "COMPILEDB")
+DEFAULTS = {"BUILD_DIR": "build", "DIST_DIR": "dist", "BACKEND_DIST_DIR": "vendors/dist", "CACHE_DIR": ".opencoti/cache",
+            "COMPILEDB": "compile_commands.json", "SRC": DEFAULT_SRC, "PATCH_SERIES": patch_series.OPENCOTI_PATCHES,
+            "APPLIED_SERIES": patch_series.DEFAULT_RECORD}
+
+
+def _resolved(value: str, project: Path | str) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else Path(project) / path
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """``path`` or the nearest of its parents that exists, when that is not a directory."""
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def _empty(name: str) -> UserError:
+    return UserError(f"{name}= is empty; name a path, or leave {name} out for its default ({DEFAULTS[name]})")
+
+
+def _not_a_directory(name: str, value: str, path: Path, blocker: Path) -> UserError:
+    if blocker == path:
+        return UserError(f"{name}={value} is a file, not a directory; point {name}= at a directory")
+    return UserError(f"{name}={value}: {blocker} is a file, not a directory; point {name}= at a directory")
+
+
+def source_date_epoch(value: object) -> int:
+    """SOURCE_DATE_EPOCH as an int: decimal seconds since 1970 (the reproducible-builds definition)."""
+    text = str(value).strip()
+    if not re.fullmatch(r"[0-9]+", text) or int(text) > EPOCH_MAX:
+        raise UserError(f"SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds since 1970 (0 to {EPOCH_MAX}); "
+                        "set it to e.g. 0 or the last commit's `git log -1 --format=%ct`")
+    return int(text)
+
+
+def align(value: object) -> int:
+    """ALIGN as an int: a power of two from 1 to 2**30 (decimal or 0x…)."""
+    try:
+        number = int(str(value).strip(), 0)
+    except ValueError:
+        number = -1
+    if number < 1 or number & (number - 1) or number > ALIGN_MAX:
+        raise UserError(f"ALIGN={value!r} is not a power of two between 1 and 2**30; use e.g. ALIGN=65536")
+    return number
+
+
+def arch(value: str, machine: str | None = None) -> str:
+    """ARCH as x86_64 or aarch64 (aliases amd64, x64, arm64 accepted); empty: this machine's."""
+    name = (value or machine or platform.machine()).strip()
+    found = ARCHES.get(name.lower())
+    if found is None:
+        if value:
+            raise UserError(f"ARCH={value} is not an architecture llamafile ships; use ARCH=x86_64 or ARCH=aarch64")
+        raise UserError(f"this machine is {name}, which llamafile does not ship for; pass ARCH=x86_64 or ARCH=aarch64")
+    return found
+
+
+def validate(env: Mapping[str, Any], project: Path | str = PROJECT) -> None:
+    """Refuse a bad variable (UserError, one line naming it and the fix) before anything is created.
+
+    Relative paths are from ``project``. Checked: the output directories (not empty, not a file or
+    below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
+    SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), ARCH, SOURCE_DATE_EPOCH, ALIGN.
+    """
+    for name, may_be_empty in OUTPUT_DIRS:
+        value = str(env[name])
+        if not value.strip():
+            if may_be_empty:
+                continue
+            raise _empty(name)
+        path = _resolved(value, project)
+        blocker = _file_in_the_way(path)
+        if blocker is not None:
+            raise _not_a_directory(name, value, path, blocker)
+    if os.path.normpath(_resolved(str(env["BUILD_DIR"]), project)) == os.path.normpath(project):
+        raise UserError(f"BUILD_DIR={env['BUILD_DIR']} is the checkout's root; name a directory of its own "
+                        f"(the default is {DEFAULTS['BUILD_DIR']})")
+    for name in OUTPUT_FILES:
+        value = str(env[name])
+        if not value.strip():
+            raise _empty(name)
+        path = _resolved(value, project)
+        if path.is_dir():
+            raise UserError(f"{name}={value} is a directory; name a file (the default is {DEFAULTS[name]})")
+        blocker = _file_in_the_way(path.parent)
+        if blocker is not None:
+            raise UserError(f"{name}={value}: {blocker} is a file, not a directory; name a file in a directory")
+    src = str(env["SRC"])
+    if not src.strip():
+        raise _empty("SRC")
+    if _resolved(src, project).is_file():
+        raise UserError(f"SRC={src} is a file; point SRC= at a llamafile-0.10 tree (a directory)")
+    series = str(env["PATCH_SERIES"])
+    if not series.strip():
+        raise _empty("PATCH_SERIES")
+    path = _resolved(series, project)
+    if not path.exists():
+        raise UserError(f"PATCH_SERIES={series}: no such directory; point it at the folder of opencoti *.patch files, "
+                        f"or leave PATCH_SERIES out for {DEFAULTS['PATCH_SERIES']}")
+    if not path.is_dir():
+        raise UserError(f"PATCH_SERIES={series} is a file, not a directory; point it at the folder of *.patch files")
+    if env["ARCH"]:
+        arch(str(env["ARCH"]))
+    source_date_epoch(env["SOURCE_DATE_EPOCH"])
+    align(env["ALIGN"])
