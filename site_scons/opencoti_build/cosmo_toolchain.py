@@ -5,6 +5,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from opencoti_build.errors import UserError
+
 SHIM_DIR = Path(__file__).resolve().parent.parent / "cosmocc_shim"
 TOOLS = ("cosmocc", "cosmoc++", "ar.ape")
 
@@ -16,8 +18,8 @@ DEFAULT_TARGET_ARCH = {
 }
 
 
-class ToolchainError(ValueError):
-    pass
+class ToolchainError(UserError):
+    """COSMOCC names no usable cosmocc toolchain."""
 
 
 @dataclass(frozen=True)
@@ -65,3 +67,10 @@ def find_toolchain(cosmocc_dir: str) -> Toolchain:
             f"COSMOCC={cosmocc_dir} has no executable bin/{missing[0]}; point COSMOCC at an unpacked cosmocc "
             "release (the directory holding bin/cosmocc), or leave it empty for the stand-in")
     return Toolchain("cosmocc", root)
+
+
+def missing_output_message(toolchain: Toolchain, source: str, missing: str) -> str:
+    """One line for a fat compile that exited 0 without writing ``missing`` (an object or its twin)."""
+    who = f"COSMOCC={toolchain.root}" if toolchain.kind == "cosmocc" else "the cosmocc stand-in"
+    return (f"{who} compiled {source} but wrote no {missing} (a fat compile writes X.o and .aarch64/X.o); "
+            "point COSMOCC at a cosmocc release whose driver builds both, or leave COSMOCC empty for the stand-in")

@@ -17,6 +17,8 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 
+from opencoti_build.errors import os_error_line
+
 ARCHES = ("x86_64", "aarch64")
 COMPILERS = {
     "cosmocc": {"x86_64": "gcc", "aarch64": "aarch64-linux-gnu-gcc"},
@@ -251,6 +253,9 @@ def main(driver: str, args: list[str]) -> int:
         return _link(driver, inv, args)
     except FatError as exc:
         print(f"{driver}: fatal error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # disk full, permission denied: one line, no traceback
+        print(f"{driver}: fatal error: {os_error_line(exc, exc.filename or 'output')}", file=sys.stderr)
         return 1
 
 

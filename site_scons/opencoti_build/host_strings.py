@@ -11,6 +11,7 @@ import mmap
 import re
 from collections.abc import Iterable
 from pathlib import Path
+
 from opencoti_build.errors import UserError
 
 _VERSION = re.compile(rb"llamafile v(\d+)\.(\d+)\.(\d+)(?![\d.])")

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
 from opencoti_build.errors import UserError
 
 # llamafile 0.10 rocm.sh's default --offload-arch list, in its order.

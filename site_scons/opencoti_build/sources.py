@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from opencoti_build.errors import UserError
+
 LLAMA = "llama.cpp"
 CXX_SUFFIXES: tuple[str, ...] = (".cpp", ".cc", ".cxx")
 
@@ -359,6 +361,32 @@ HOST_PROGRAM = Program(
 )
 
 PACKAGES: tuple[Package, ...] = HOST_PROGRAM.packages
+
+
+class MissingSourcesError(UserError):
+    """SRC lacks a ggml core source or every source of a required package."""
+
+
+def host_sources(root: Path | str) -> dict[str, list[str]]:
+    """Each package of HOST_PROGRAM -> its sources present under ``root`` (see Package.resolve).
+
+    Refused (MissingSourcesError) when ``root`` lacks one of GGML_CORE_SOURCES (the host links the
+    core and every DSO compiles it: a tree without one is broken, not older) or every source of a
+    package that is not optional.
+    """
+    root = Path(root)
+    missing = [s for s in GGML_CORE_SOURCES if not (root / s).is_file()]
+    if missing:
+        raise MissingSourcesError(
+            f"SRC={root} lacks {missing[0]}, a ggml core source (GGML_CORE_SOURCES in site_scons/opencoti_build/"
+            "sources.py); restore it (`scons apply` for the vendored tree) or point SRC= at a complete llamafile tree")
+    found = {}
+    for package in HOST_PROGRAM.packages:
+        found[package.name] = package.resolve(root)
+        if not found[package.name] and not package.optional:
+            raise MissingSourcesError(f"SRC={root} has no sources of package {package.name!r} (expected "
+                                      f"{package.sources[0]}); point SRC= at a llamafile-0.10 tree")
+    return found
 
 
 def core_sources(root: Path) -> list[str]:

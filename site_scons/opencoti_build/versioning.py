@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
 from opencoti_build.errors import UserError
 
 _VERSION_FIELD = re.compile(r"^\s*#\s*define\s+LLAMAFILE_(MAJOR|MINOR|PATCH)\s+(\d+)\b", re.M)

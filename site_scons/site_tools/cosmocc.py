@@ -14,12 +14,13 @@ import subprocess
 
 import SCons.Action
 import SCons.Builder
+import SCons.Errors
 import SCons.Scanner
 import SCons.Subst
 import SCons.Util
 
 from opencoti_build import fatcc
-from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain
+from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
 from opencoti_build.prefix_maps import path_maps, prefix_maps, remap
 from opencoti_build.sources import DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
 
@@ -87,7 +88,13 @@ def _run_argv(target, source, env, command_var: str) -> int:
     proc = subprocess.run(argv, env=env["ENV"])
     if proc.returncode != 0:
         _remove(target)  # neither half of a pair may be taken as up to date later
-    return proc.returncode
+        return proc.returncode
+    missing = [str(t) for t in target if not os.path.exists(str(t))]
+    if missing:  # a driver that honours no fat contract: keep (and cache) no half pair
+        _remove(target)
+        raise SCons.Errors.BuildError(node=target[0], errstr=missing_output_message(
+            env["FAT_TOOLCHAIN"], str(source[0]), missing[0]))
+    return 0
 
 
 def _fat_compile_c(target, source, env):
