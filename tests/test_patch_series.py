@@ -242,3 +242,23 @@ def test_a_tree_that_is_no_checkout_is_refused(tmp_path, series, record):
     assert not patch_series.is_checkout(plain)
     with pytest.raises(patch_series.SeriesError, match=r"SRC=.*plain is not a git checkout"):
         patch_series.apply(plain, series, record)
+
+
+def test_a_file_that_is_no_patch_is_refused_before_anything_is_touched(tree, series, record):
+    patch_series.apply(tree, series, record)
+    before, recorded = snapshot(tree), record.read_text()
+    (series / "0003-notes.patch").write_text("remember to rebase this series\n")
+
+    with pytest.raises(patch_series.SeriesError) as failure:
+        patch_series.apply(tree, series, record)
+
+    assert str(failure.value) == (f"{series / '0003-notes.patch'} is not a patch (no diff in it); regenerate it with "
+                                  f"`git format-patch` or remove it from {series}")
+    assert "allow-empty" not in str(failure.value)
+    assert snapshot(tree) == before and record.read_text() == recorded
+
+
+def test_a_missing_series_folder_is_refused_not_dropped(tree, tmp_path, record):
+    with pytest.raises(patch_series.SeriesError, match=r"PATCH_SERIES=.*no-series: no such directory"):
+        patch_series.apply(tree, tmp_path / "no-series", record)
+    assert not record.exists()

@@ -32,6 +32,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from opencoti_build.errors import UserError
 
 LLAMA = "llama.cpp"
 LLAMAFILE_FILES = "llama.cpp.patches/llamafile-files"
@@ -44,7 +45,7 @@ RECORD_FORMAT = 1
 FileEntry = dict[str, Any] | None
 
 
-class SeriesError(Exception):
+class SeriesError(UserError):
     """Apply or reset cannot go on; the message is one line naming the thing and the fix."""
 
 
@@ -189,6 +190,19 @@ def series(folder: Path, name: str) -> list[Patch]:
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
+# What makes a file a patch git apply can use: a git diff header, or a ---/+++ file header pair.
+_DIFF = re.compile(rb"^diff --git |^--- [^\n]*\n\+\+\+ ", re.M)
+
+
+def check_series(folder: Path | str, patches: list[Patch]) -> None:
+    """SeriesError unless ``folder`` is a directory and every one of ``patches`` holds a diff."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SeriesError(f"PATCH_SERIES={folder}: no such directory; point it at the folder of opencoti *.patch files")
+    for patch in patches:
+        if not _DIFF.search(patch.path.read_bytes()):
+            raise SeriesError(f"{patch.path} is not a patch (no diff in it); regenerate it with `git format-patch` "
+                              f"or remove it from {folder}")
 
 
 def _hunk(patch: Path, failed_file: str, old_line: int) -> str:
@@ -218,6 +232,9 @@ def _apply_patch(src: Path, patch: Patch) -> None:
                             capture_output=True, env=_git_env(), encoding="utf-8", errors="replace")
     if result.returncode == 0:
         return
+    if "No valid patches in input" in result.stderr:
+        raise SeriesError(f"patch {patch.series}/{patch.name} is not a patch (no diff in it); the tree was reset to "
+                          f"pristine, regenerate {patch.path} with `git format-patch` or remove it")
     errors = [line[len("error: "):] for line in result.stderr.splitlines() if line.startswith("error: ")]
     where = errors[0] if errors else result.stderr.strip() or f"git apply exit status {result.returncode}"
     for error in errors:
@@ -355,9 +372,10 @@ def apply(src: Path | str, patch_dir: Path | str, record_path: Path | str, force
     and SeriesError; after a failing patch the tree is pristine and no record is left.
     """
     src, record_path = _checkout(src), Path(record_path)
+    opencoti = series(Path(patch_dir), "opencoti")
+    check_series(patch_dir, opencoti)  # before anything is reset or recorded
     record = _record_for(record_path, src)
     state = tree_state(src, _known(record))
-    opencoti = series(Path(patch_dir), "opencoti")
     if _up_to_date(record, state, opencoti):
         count = len(record["patches"])
         return Outcome("unchanged", f"apply: {src} already carries its series ({count} patch(es)); nothing to do")
