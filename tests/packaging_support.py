@@ -23,6 +23,17 @@ def copy_exe(source: Path, dest: Path) -> Path:
     return dest
 
 
+def as_llamafile(exe: Path, dest: Path, version: str = "0.10.3", options: tuple[str, ...] = ("-m",)) -> Path:
+    """``exe`` made to pass for a thin llamafile binary: a stored zip entry holds NUL-terminated
+    "llamafile v<version>" and ``options`` (what packaging reads from a host's strings); it still runs."""
+    from opencoti_build import zipappend
+
+    strings = b"".join(s.encode() + b"\0" for s in (f"llamafile v{version}", *options))
+    zipappend.append(exe, [zipappend.Entry.blob("llamafile-strings", b"\0" + strings)], dest)
+    os.chmod(dest, 0o755)
+    return dest
+
+
 def write_gguf(path: Path, values: int = 16) -> Path:
     """A small real GGUF (version 3) written by the gguf package."""
     writer = gguf.GGUFWriter(str(path), "llama")

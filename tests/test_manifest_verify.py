@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from packaging_support import PLEDGE, copy_exe, write_gguf
+from packaging_support import PLEDGE, as_llamafile, copy_exe, write_gguf
 
 from opencoti_build import cli, manifest, packaging, verify
 from opencoti_build.manifest import Identity
@@ -19,9 +19,9 @@ def _package(tmp_path: Path, dso_bytes: bytes = b"\x7fELF cuda dso") -> tuple[Pa
     dso = tmp_path / "vendors-dist" / "llamafile" / "cuda" / VERSION / "ggml-cuda.so"
     dso.parent.mkdir(parents=True, exist_ok=True)
     dso.write_bytes(dso_bytes)
-    (tmp_path / "args").write_text("--strace /zip/model.gguf\n")  # options pledge has
+    (tmp_path / "args").write_text("-m /zip/model.gguf --strace\n")  # options the host has
     contents = packaging.Contents(
-        host=copy_exe(PLEDGE, tmp_path / "host"), dsos={"cuda": dso}, model=write_gguf(tmp_path / "model.gguf"),
+        host=as_llamafile(PLEDGE, tmp_path / "host"), dsos={"cuda": dso}, model=write_gguf(tmp_path / "model.gguf"),
         args_file=tmp_path / "args",
     )
     out = tmp_path / "dist" / packaging.embedder_name(IDENTITY)
@@ -46,7 +46,7 @@ def test_manifest_records_what_was_embedded(tmp_path: Path) -> None:
     assert data["dsos"] == [{"backend": "cuda", "name": "ggml-cuda.so", "architectures": ["sm_90"],
                              "sha256": verify.file_sha256(tmp_path / "vendors-dist/llamafile/cuda/0.10.3/ggml-cuda.so")}]
     assert data["model"] == {"name": "model.gguf", "ggufVersion": 3, "sha256": verify.file_sha256(tmp_path / "model.gguf")}
-    assert data["args"] == "--strace /zip/model.gguf\n"
+    assert data["args"] == "-m /zip/model.gguf --strace\n"
     appended = [e for e in data["entries"] if e["appended"]]
     assert [e["name"] for e in appended] == ["ggml-cuda.so", "model.gguf", ".args"]
     assert all(e["offset"] % 4096 == 0 and e["method"] == "stored" for e in appended)
@@ -142,8 +142,8 @@ def test_arch_names_are_normalised(machine: str, arch: str) -> None:
 
 
 def test_args_pointing_outside_the_artifact_are_refused(tmp_path: Path) -> None:
-    (tmp_path / "args").write_text("--strace /zip/other.gguf\n")
-    contents = packaging.Contents(host=PLEDGE, model=write_gguf(tmp_path / "model.gguf"), args_file=tmp_path / "args")
+    (tmp_path / "args").write_text("-m /zip/model.gguf --strace /zip/other.gguf\n")
+    contents = packaging.Contents(host=as_llamafile(PLEDGE, tmp_path / "host"), model=write_gguf(tmp_path / "model.gguf"), args_file=tmp_path / "args")
     with pytest.raises(packaging.PackageError, match="points at /zip/other.gguf, which the artifact does not hold"):
         packaging.check(contents)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MINI_TREE, scons
-from packaging_support import FILE_ELF, PLEDGE, copy_exe, run, write_gguf
+from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
 
 from opencoti_build import versioning
 
@@ -22,10 +22,11 @@ EMBEDDER = f"opencoti-embedder-{VERSION}-{ARCH}.llamafile"
 def inputs(tmp_path: Path) -> dict[str, Path]:
     args = tmp_path / "in" / "strace.args"
     args.parent.mkdir()
-    args.write_text("# options every cosmopolitan binary knows\n--strace\n--ftrace /zip/tiny.gguf\n")
+    args.write_text("# the model, then options every cosmopolitan binary knows\n-m /zip/tiny.gguf\n--strace\n--ftrace\n")
+    # real cosmopolitan programs, made to pass for llamafiles (a version string, -m), still runnable
     return {
-        "pledge": copy_exe(PLEDGE, tmp_path / "in" / "pledge"),
-        "file": copy_exe(FILE_ELF, tmp_path / "in" / "file.elf"),
+        "pledge": as_llamafile(PLEDGE, tmp_path / "in" / "pledge", VERSION),
+        "file": as_llamafile(FILE_ELF, tmp_path / "in" / "file.elf", VERSION),
         "model": write_gguf(tmp_path / "in" / "tiny.gguf"),
         "args": args,
     }
@@ -67,7 +68,7 @@ def test_package_writes_both_artifacts_that_run_and_verify(tmp_path: Path, input
 
 def test_cosmopolitan_runtime_reads_the_embedded_model(tmp_path: Path, inputs: dict[str, Path]) -> None:
     args = tmp_path / "in" / "file.args"
-    args.write_text("-b /zip/tiny.gguf\n")  # `file -b`: an option file.elf has
+    args.write_text("-m /zip/tiny.gguf -b\n")  # options file.elf has (it reads no .args itself)
     package(tmp_path, f"HOST={inputs['file']}", f"MODEL={inputs['model']}", f"ARGS={args}")
     artifact = dist(tmp_path) / EMBEDDER
     proc = run(artifact, "/zip/tiny.gguf", "/zip/.args")
@@ -93,12 +94,17 @@ def test_repackaging_happens_only_when_inputs_change_and_is_byte_identical(tmp_p
 
 
 def test_default_args_are_refused_by_a_host_without_the_patch_series(tmp_path: Path, inputs: dict[str, Path]) -> None:
-    package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
+    # upstream llamafile's options, not the two the opencoti series adds
+    host = as_llamafile(PLEDGE, tmp_path / "in" / "upstream", VERSION,
+                        ("-m", "--server", "--embedding", "--pooling", "--ctx-size", "--parallel"))
+    package(tmp_path, f"HOST={host}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
     previous = (dist(tmp_path) / EMBEDDER).read_bytes()
-    proc = package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", check=False)
-    assert proc.returncode != 0
-    assert "the generated .args uses -m, --server" in proc.stderr and "--slot-initial-ctx" in proc.stderr
-    assert "opencoti patch series is not compiled into it" in proc.stderr
+    proc = package(tmp_path, f"HOST={host}", f"MODEL={inputs['model']}", check=False)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if line.startswith("scons:")] == [
+        f"scons: error: the generated .args uses --slot-initial-ctx, --slot-shrink-idle-ms, which host binary {host} "
+        "does not know: the opencoti patch series is not compiled into it (run `scons apply` and rebuild, or package "
+        "with ARGS= naming only its options)"]
     assert (dist(tmp_path) / EMBEDDER).read_bytes() == previous
     assert not [p for p in dist(tmp_path).iterdir() if p.name.endswith(".tmp")]
 
@@ -120,9 +126,9 @@ def test_bad_model_is_refused_and_nothing_is_written(tmp_path: Path, inputs: dic
 
 def test_host_without_zip_store_is_refused(tmp_path: Path, inputs: dict[str, Path]) -> None:
     plain = tmp_path / "in" / "plain"
-    plain.write_bytes(b"\x7fELF" + bytes(4096))
+    plain.write_bytes(b"\x7fELF\0llamafile v0.10.3\0" + bytes(4096))
     proc = package(tmp_path, f"HOST={plain}", check=False)
-    assert proc.returncode != 0 and f"{plain}: no zip store" in proc.stderr
+    assert proc.returncode == 2 and f"scons: error: HOST={plain}: no zip store" in proc.stderr
     assert not (dist(tmp_path) / BARE).exists()
 
 

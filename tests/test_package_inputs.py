@@ -24,6 +24,10 @@ def test_gguf_written_by_the_gguf_package_is_accepted(tmp_path: Path) -> None:
     (lambda p: p.write_bytes(b"GGU"), "is not a GGUF file"),
     (lambda p: p.write_bytes(b"GGUF" + (7).to_bytes(4, "little") + bytes(16)), "GGUF version 7"),
     (lambda p: p.write_bytes(b"GGUF" + (3).to_bytes(4, "big") + bytes(16)), "big-endian"),
+    (lambda p: p.write_bytes(write_gguf(p).read_bytes()[:100]), "is truncated: metadata .* runs past its end"),
+    (lambda p: p.write_bytes(write_gguf(p).read_bytes()[:-1]), "is truncated: tensor 'weights' data"),
+    (lambda p: p.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + (1 << 40).to_bytes(8, "little") + bytes(8)),
+     "is truncated: tensor info 1 of 1099511627776 runs past its end"),
 ])
 def test_bad_models_are_refused_with_one_line(tmp_path: Path, make, complaint: str) -> None:
     model = tmp_path / "model.gguf"
@@ -92,12 +96,40 @@ def test_tail_merged_strings_count(tmp_path: Path) -> None:
     assert host_strings.missing_strings(host, ["-m", "--server", "--model", "--dir"]) == ["--model", "--dir"]
 
 
-def test_default_args_are_refused_by_a_host_without_the_patch_series() -> None:
+def test_default_args_are_refused_by_a_host_without_the_patch_series(tmp_path: Path) -> None:
+    host = tmp_path / "upstream"  # upstream llamafile's options, not the two the opencoti series adds
+    host.write_bytes(b"\0-m\0--server\0--embedding\0--pooling\0--ctx-size\0--parallel\0")
     with pytest.raises(ArgsError) as caught:
+        embed_args.check_against_host(embed_args.default_args("m.gguf"), host, "the generated .args")
+    assert str(caught.value) == (
+        f"the generated .args uses --slot-initial-ctx, --slot-shrink-idle-ms, which host binary {host} does not know: "
+        "the opencoti patch series is not compiled into it (run `scons apply` and rebuild, or package with ARGS= "
+        "naming only its options)")
+
+
+def test_an_option_no_llamafile_has_is_not_blamed_on_the_patch_series(tmp_path: Path) -> None:
+    with pytest.raises(ArgsError) as caught:
+        embed_args.check_against_host("--strace --slot-initial-ctx 1 --no-such-option\n", PLEDGE, "ARGS=x.args")
+    assert str(caught.value) == (f"ARGS=x.args uses unknown option(s) --no-such-option: host binary {PLEDGE} has no "
+                                 "such option; fix or remove it in that file")
+    with pytest.raises(ArgsError, match="the generated .args uses unknown option.* point HOST= at a llamafile server"):
         embed_args.check_against_host(embed_args.default_args("m.gguf"), PLEDGE, "the generated .args")
-    message = str(caught.value)
-    assert "--slot-initial-ctx" in message and "--slot-shrink-idle-ms" in message
-    assert "opencoti patch series is not compiled into it" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ("", "holds no arguments; the embedder needs at least `-m /zip/m.gguf`"),
+    ("# nothing\n", "holds no arguments"),
+    ("--server\n", "does not load the embedded model; add `-m /zip/m.gguf` to it"),
+    ("-m /zip/other.gguf\n", "does not load the embedded model"),
+])
+def test_args_must_load_the_embedded_model(text: str, complaint: str) -> None:
+    with pytest.raises(ArgsError, match=complaint):
+        embed_args.check_loads_model(embed_args.parse_words(text), "m.gguf", "ARGS=a")
+
+
+def test_model_paths_accept_both_spellings() -> None:
+    words = embed_args.parse_words("-m /zip/a.gguf --model=/zip/b.gguf --model /zip/c.gguf -m\n")
+    assert embed_args.model_paths(words) == ["/zip/a.gguf", "/zip/b.gguf", "/zip/c.gguf"]
 
 
 def test_args_with_known_options_pass(tmp_path: Path) -> None:

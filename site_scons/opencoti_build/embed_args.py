@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from opencoti_build.host_strings import missing_strings
+from opencoti_build.errors import UserError
 
 # The embedder's buildEmbedderArgs() (packages/opencoti-embedder/src/manager.ts), after `-m /zip/<model>`.
 # --slot-initial-ctx and --slot-shrink-idle-ms exist only with the opencoti patch series compiled in.
@@ -23,11 +24,15 @@ EMBEDDER_OPTIONS: tuple[tuple[str, ...], ...] = (
     ("--slot-shrink-idle-ms", "30000"),
 )
 
+# The options only the opencoti patch series adds: a host lacking one of them lacks the series.
+SERIES_OPTIONS: tuple[str, ...] = ("--slot-initial-ctx", "--slot-shrink-idle-ms")
+MODEL_OPTIONS: tuple[str, ...] = ("-m", "--model")
+
 ARGS_ENTRY = ".args"
 _OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9_-]*")
 
 
-class ArgsError(ValueError):
+class ArgsError(UserError):
     """An .args file is unusable or asks for options the host lacks. One line naming the problem."""
 
 
@@ -60,10 +65,42 @@ def zip_paths(words: list[str]) -> list[str]:
     return [w.split("=", 1)[-1][len("/zip/"):] for w in words if w.split("=", 1)[-1].startswith("/zip/")]
 
 
+def model_paths(words: list[str]) -> list[str]:
+    """The values the words give ``-m`` / ``--model`` (``--model=X`` too)."""
+    found = []
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in MODEL_OPTIONS:
+            if eq:
+                found.append(value)
+            elif i + 1 < len(words):
+                found.append(words[i + 1])
+    return found
+
+
+def check_loads_model(words: list[str], model_name: str, origin: str = ".args") -> None:
+    """ArgsError unless the words are not empty and load ``/zip/<model_name>`` with ``-m``."""
+    wanted = shlex.quote("/zip/" + model_name)
+    if not words:
+        raise ArgsError(f"{origin} holds no arguments; the embedder needs at least `-m {wanted}` "
+                        "(or leave ARGS out for the generated .args)")
+    if "/zip/" + model_name not in model_paths(words):
+        raise ArgsError(f"{origin} does not load the embedded model; add `-m {wanted}` to it")
+
+
 def check_against_host(text: str, host: Path | str, origin: str = ".args") -> list[str]:
-    """The options of ``text``; ArgsError naming the first one ``host`` was not built with."""
+    """The options of ``text``; ArgsError naming the first ones ``host`` was not built with.
+
+    An option the opencoti series adds (SERIES_OPTIONS) means the series is not compiled in; any
+    other means the host has no such option at all (a typo, or HOST is no llamafile server).
+    """
     options = options_used(parse_words(text, origin))
     missing = missing_strings(host, options)
+    unknown = [o for o in missing if o not in SERIES_OPTIONS]
+    if unknown:
+        fix = ("fix or remove it in that file" if origin.startswith("ARGS=")
+               else "point HOST= at a llamafile server binary")
+        raise ArgsError(f"{origin} uses unknown option(s) {', '.join(unknown)}: host binary {host} has no such option; {fix}")
     if missing:
         raise ArgsError(
             f"{origin} uses {', '.join(missing)}, which host binary {host} does not know: the opencoti patch series "

@@ -8,39 +8,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import platform
-import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opencoti_build import embed_args, gguf_model, host_strings, zipappend
+from opencoti_build import buildvars, embed_args, gguf_model, host_strings, zipappend, zipstore
 from opencoti_build.manifest import Identity
 from opencoti_build.zipappend import AppendResult, Entry, EntryInfo
 from opencoti_build.errors import UserError
-
-_ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
-
 
 class PackageError(UserError):
     """Packaging refused. One line naming the input and the fix."""
 
 
-# Every refusal packaging can raise: one line each, shown to the user as is.
-ERRORS: tuple[type[Exception], ...] = (
-    PackageError, gguf_model.ModelError, embed_args.ArgsError, host_strings.HostError,
-    zipappend.ZipAppendError, zipappend.ZipStoreError,
-)
+# Every refusal packaging can raise: one line each, shown to the user as is (ZipAppendError is
+# zipappend's own; every other one is a UserError).
+ERRORS: tuple[type[Exception], ...] = (UserError, zipappend.ZipAppendError)
 
 
 def normalise_arch(machine: str | None = None) -> str:
-    """x86_64 or aarch64 for this machine (or ``machine``); other names pass through lower-cased."""
-    name = (machine or platform.machine()).strip().lower()
-    arch = _ARCHES.get(name, name)
-    if not re.fullmatch(r"[a-z0-9_]+", arch):
-        raise PackageError(f"ARCH={machine!r} is not a plain architecture name; use x86_64 or aarch64")
-    return arch
+    """x86_64 or aarch64 for this machine (or ``machine``: aliases amd64, x64, arm64); anything else refused."""
+    return buildvars.arch(machine or "")
 
 
 def bare_name(identity: Identity) -> str:
@@ -70,22 +59,56 @@ def embedded_dsos(built: Mapping[str, Any], cpu_only: bool) -> dict[str, Any]:
     return dict(built)
 
 
-def host_version(host: Path, tree_version: str | None) -> tuple[str, str | None]:
-    """(llamafile version, warning) for a prebuilt HOST binary.
+# Entries that make a zip store a packaged artifact rather than a thin llamafile binary.
+def packaged_entries(names: Collection[str]) -> list[str]:
+    return sorted(n for n in names if n == embed_args.ARGS_ENTRY or n.lower().endswith(".gguf"))
+
+
+@dataclass(frozen=True)
+class Host:
+    """A prebuilt HOST, checked: its llamafile version and the names in its zip store."""
+
+    path: Path
+    version: str
+    names: frozenset[str]
+
+
+def check_host(host: Path | str, *, repackage: bool = False) -> Host:
+    """HOST checked to be a llamafile: a "llamafile vX.Y.Z" string, a zip store, no .args/model unless ``repackage``."""
+    host = Path(host)
+    if not host.exists():
+        raise PackageError(f"HOST={host}: no such file; point HOST= at a thin llamafile binary "
+                           "(a build's $BUILD_DIR/o/llamafile/llamafile)")
+    if host.is_dir():
+        raise PackageError(f"HOST={host} is a directory; point HOST= at the llamafile binary inside it")
+    if host.stat().st_size == 0:
+        raise PackageError(f"HOST={host} is an empty file; point HOST= at a thin llamafile binary")
+    version = host_strings.llamafile_version(host)  # HostError when it cannot be read
+    if version is None:
+        raise PackageError(f"HOST={host} is not a llamafile (no 'llamafile vX.Y.Z' version string in it); "
+                           "point HOST= at a thin llamafile binary")
+    try:
+        store = zipstore.read_zip_store(host)
+    except zipstore.ZipStoreError as exc:
+        raise PackageError(f"HOST={exc}; a llamafile carries a zip store: point HOST= at one linked by cosmocc") from None
+    names = frozenset(r.name for r in store.records)
+    packaged = packaged_entries(names)
+    if packaged and not repackage:
+        raise PackageError(f"HOST={host} is already a packaged artifact (it holds {', '.join(packaged)}); point HOST= at "
+                           "the thin llamafile binary it was made from, or pass REPACKAGE=1 to package it as it is")
+    return Host(host, version, names)
+
+
+def host_version(host: Host, tree_version: str | None) -> tuple[str, str | None]:
+    """(llamafile version, warning) for a checked prebuilt HOST.
 
     The binary's own "llamafile vX.Y.Z" string wins: the runtime keys its DSO cache
     (~/.llamafile/v/<ver>/) by the version compiled into it, not by whatever tree SRC points at.
     """
-    try:
-        found = host_strings.llamafile_version(host)
-    except host_strings.HostError as exc:
-        raise PackageError(str(exc)) from exc
-    if found and tree_version and found != tree_version:
-        return found, f"HOST={host} says llamafile v{found} but SRC's version.h says {tree_version}; using {found}"
-    if found or tree_version:
-        return str(found or tree_version), None
-    raise PackageError(f"HOST={host} names no llamafile version and SRC has no llamafile/version.h; "
-                       "point SRC= at the tree the binary was built from")
+    if tree_version and host.version != tree_version:
+        return host.version, (f"HOST={host.path} says llamafile v{host.version} but SRC's version.h says "
+                              f"{tree_version}; using {host.version}")
+    return host.version, None
 
 
 @dataclass(frozen=True)
@@ -105,9 +128,24 @@ class Contents:
             return embed_args.default_args(self.model.name)
         try:
             return self.args_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = getattr(exc, "strerror", None) or str(exc)
-            raise PackageError(f"ARGS={self.args_file}: cannot read: {reason}") from exc
+        except FileNotFoundError:
+            raise PackageError(f"ARGS={self.args_file}: no such file; point ARGS= at a .args file, "
+                               "or leave ARGS out for the generated one") from None
+        except IsADirectoryError:
+            raise PackageError(f"ARGS={self.args_file} is a directory; point ARGS= at a .args file") from None
+        except UnicodeDecodeError:
+            raise PackageError(f"ARGS={self.args_file} is not UTF-8 text; write the .args as UTF-8 text") from None
+        except OSError as exc:
+            raise PackageError(f"ARGS={self.args_file}: cannot read: {exc.strerror or exc}") from exc
+
+    def entry_names(self, args_text: str | None) -> set[str]:
+        """The names :meth:`entries` gives, without reading any file."""
+        names = {Path(p).name for p in self.dsos.values()}
+        if self.model is not None:
+            names.add(self.model.name)
+        if args_text is not None:
+            names.add(embed_args.ARGS_ENTRY)
+        return names
 
     def entries(self, args_text: str | None) -> list[Entry]:
         """DSOs (by backend name, bare file names as cosmo_dlopen looks them up), model, .args."""
@@ -119,17 +157,33 @@ class Contents:
         return entries
 
 
-def check(contents: Contents) -> tuple[int | None, str | None]:
-    """Refuse bad inputs before anything is written: (GGUF version or None, .args text or None)."""
+def check(contents: Contents, *, host_names: Collection[str] | None = None,
+          host_ready: bool = True) -> tuple[int | None, str | None]:
+    """Refuse bad inputs before anything is written: (GGUF version or None, .args text or None).
+
+    The model is parsed whole; the .args must not be empty, must load ``-m /zip/<model>`` and use only
+    options the host has (when ``host_ready``: a host this run builds is checked once it exists), and
+    may point only at entries the artifact holds. ``host_names`` (a prebuilt host's zip entries) must
+    not clash with the entries added.
+    """
     if contents.args_file is not None and contents.model is None:
         raise PackageError(f"ARGS={contents.args_file} needs MODEL=: the .args goes into the embedder artifact only")
     version = gguf_model.gguf_version(contents.model) if contents.model is not None else None
     text = contents.args_text()
+    added = contents.entry_names(text)
+    if host_names is not None:
+        clash = sorted(added & set(host_names))
+        if clash:
+            raise PackageError(f"HOST={contents.host} already holds {clash[0]}, which this artifact adds too; "
+                               "point HOST= at the thin llamafile binary it was made from")
     if text is not None:
         origin = f"ARGS={contents.args_file}" if contents.args_file else "the generated .args"
-        embed_args.check_against_host(text, contents.host, origin)
-        names = {e.name for e in contents.entries(None)} | {embed_args.ARGS_ENTRY}
-        for ref in embed_args.zip_paths(embed_args.parse_words(text, origin)):
+        words = embed_args.parse_words(text, origin)
+        embed_args.check_loads_model(words, contents.model.name, origin)
+        if host_ready:
+            embed_args.check_against_host(text, contents.host, origin)
+        names = added | set(host_names or ())
+        for ref in embed_args.zip_paths(words):
             if ref not in names:
                 raise PackageError(f"{origin} points at /zip/{ref}, which the artifact does not hold "
                                    f"(it holds {', '.join(sorted(names))})")
