@@ -204,16 +204,15 @@ def _link(driver: str, inv: Invocation, args: list[str]) -> int:
 
 
 def _apelink(x86_elf: str, output: str) -> None:
-    """The stand-in for apelink: the x86-64 program plus a zip store, written atomically."""
-    tmp = output + ".tmp"
-    shutil.copyfile(x86_elf, tmp)
-    os.chmod(tmp, 0o755)
-    with zipfile.ZipFile(tmp, "a") as store:
+    """The stand-in for apelink: the x86-64 program plus a zip store, written in place as the linker
+    writes its outputs (a build that is killed meanwhile finds a file its record does not describe)."""
+    shutil.copyfile(x86_elf, output)
+    os.chmod(output, 0o755)
+    with zipfile.ZipFile(output, "a") as store:
         info = zipfile.ZipInfo(".cosmocc-stand-in", date_time=(1980, 1, 1, 0, 0, 0))
         info.create_system = 3
         info.external_attr = 0o100644 << 16
         store.writestr(info, SHIM_NOTE)
-    os.replace(tmp, output)
 
 
 def archive(args: list[str]) -> int:

@@ -10,7 +10,9 @@ pair behind.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 
 import SCons.Action
 import SCons.Builder
@@ -19,7 +21,7 @@ import SCons.Scanner
 import SCons.Subst
 import SCons.Util
 
-from opencoti_build import fatcc
+from opencoti_build import build_lock, fatcc
 from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
 from opencoti_build.prefix_maps import path_maps, prefix_maps, remap
 from opencoti_build.sources import DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
@@ -85,7 +87,7 @@ def _remove(paths) -> None:
 
 def _run_argv(target, source, env, command_var: str) -> int:
     argv = _argv(env, command_var, target, source)
-    proc = subprocess.run(argv, env=env["ENV"])
+    proc = subprocess.run(argv, env=env["ENV"], **build_lock.inherited())
     if proc.returncode != 0:
         _remove(target)  # neither half of a pair may be taken as up to date later
         return proc.returncode
@@ -142,13 +144,20 @@ def _x86_inputs(source) -> list[str]:
 
 
 def _fat_archive(target, source, env):
-    _remove(target)  # ar r updates in place: start empty so removed members don't linger
-    for out, inputs in ((target[0], _x86_inputs(source)), (target[1], [fatcc.twin(s) for s in _x86_inputs(source)])):
-        os.makedirs(os.path.dirname(str(out)), exist_ok=True)
-        argv = [env.subst("$FATAR"), "rcsD", str(out), *inputs]
-        if subprocess.run(argv, env=env["ENV"]).returncode != 0:
-            _remove(target)
-            return 1
+    # ar r updates in place and leaves its temporary beside the archive when killed: each half is
+    # written from empty in the build's scratch dir (BUILD_DIR/tmp, swept by every run) and renamed.
+    scratch = tempfile.mkdtemp(dir=env["ENV"]["TMPDIR"])
+    try:
+        for out, inputs in ((target[0], _x86_inputs(source)), (target[1], [fatcc.twin(s) for s in _x86_inputs(source)])):
+            staged = os.path.join(scratch, os.path.basename(str(out)))
+            argv = [env.subst("$FATAR"), "rcsD", staged, *inputs]
+            if subprocess.run(argv, env=env["ENV"], **build_lock.inherited()).returncode != 0:
+                _remove(target)
+                return 1
+            os.makedirs(os.path.dirname(str(out)), exist_ok=True)
+            os.replace(staged, str(out))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
@@ -168,7 +177,7 @@ def _fat_link(target, source, env):
     argv = [env.subst("$FATLINK"), *_argv(env, "FATLINKFLAGS", target, source),
             *_argv(env, "FATPREFIXMAPS", target, source), "-o", str(target[0]),
             "-Wl,--start-group", *_x86_inputs(source), "-Wl,--end-group", *_argv(env, "FATLIBS", target, source)]
-    proc = subprocess.run(argv, env=env["ENV"])
+    proc = subprocess.run(argv, env=env["ENV"], **build_lock.inherited())
     if proc.returncode != 0:
         _remove(target)
     return proc.returncode
@@ -179,16 +188,14 @@ def _gperf(target, source, env):
     # keeps the output path (BUILD_DIR) out, and the input is renamed as the prefix maps name it
     # (src/...), so the generated C is the same wherever the checkout and SRC live.
     given = str(source[0])
-    proc = subprocess.run(["gperf", given], env=env["ENV"], capture_output=True)
+    proc = subprocess.run(["gperf", given], env=env["ENV"], capture_output=True, **build_lock.inherited())
     if proc.returncode != 0:
         print(proc.stderr.decode(errors="replace"), end="")
         return proc.returncode
     maps = path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))
     text = proc.stdout.replace(given.encode(), remap(given, maps).encode())
-    tmp = str(target[0]) + ".tmp"
-    with open(tmp, "wb") as fh:
+    with open(str(target[0]), "wb") as fh:  # a killed write leaves a file its record does not describe
         fh.write(text)
-    os.replace(tmp, str(target[0]))
     return 0
 
 
