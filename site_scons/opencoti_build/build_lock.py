@@ -7,8 +7,10 @@ directory locked until it exits, so the next run cannot race with its late write
 """
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,14 @@ def _holder(fd: int) -> str:
     return text if text.isdigit() else ""
 
 
+def _open(path: Path, build_dir: Path | str) -> int:
+    try:
+        os.makedirs(build_dir, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise UserError(os_error_line(exc, f"BUILD_DIR={build_dir}: cannot take the build lock")) from None
+
+
 def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], None] = print,
             poll: float = 0.2) -> int:
     """Lock ``build_dir`` for this process and return the lock's fd (keep it open for the whole run).
@@ -34,31 +44,46 @@ def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], No
     When another run holds it: with ``wait`` say so once and wait for it, else refuse (UserError).
     """
     path = Path(build_dir) / LOCK_NAME
-    try:
-        os.makedirs(build_dir, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise UserError(os_error_line(exc, f"BUILD_DIR={build_dir}: cannot take the build lock")) from None
     said = False
     while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = _open(path, build_dir)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _holder(fd)
+                who = f"pid {holder}" if holder else "another process"
+                if not wait:
+                    os.close(fd)
+                    raise UserError(f"BUILD_DIR={build_dir} is in use by another build ({who}); "
+                                    "wait for it to finish or use another BUILD_DIR") from None
+                if not said:
+                    say(f"waiting for the build running in {build_dir} ({who}) to finish")
+                    said = True
+                time.sleep(poll)
+        if not lost(path, fd):
             break
-        except BlockingIOError:
-            holder = _holder(fd)
-            who = f"pid {holder}" if holder else "another process"
-            if not wait:
-                os.close(fd)
-                raise UserError(f"BUILD_DIR={build_dir} is in use by another build ({who}); "
-                                "wait for it to finish or use another BUILD_DIR") from None
-            if not said:
-                say(f"waiting for the build running in {build_dir} ({who}) to finish")
-                said = True
-            time.sleep(poll)
+        os.close(fd)  # the file we locked was removed meanwhile (BUILD_DIR deleted): lock the one there now
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _held[:] = [fd]
+    atexit.register(_say_if_lost, path, fd)
     return fd
+
+
+def lost(path: Path, fd: int) -> bool:
+    """True when ``path`` is no longer the file locked through ``fd`` (removed or replaced meanwhile)."""
+    try:
+        return os.stat(path).st_ino != os.fstat(fd).st_ino
+    except OSError:
+        return True
+
+
+def _say_if_lost(path: Path, fd: int) -> None:
+    if lost(path, fd):  # e.g. BUILD_DIR deleted mid-run: another run could have taken a new lock
+        sys.stderr.write(f"scons: warning: the build lock {path} was removed during this run (was BUILD_DIR "
+                         "deleted?), so another build may have run at the same time; run scons again\n")
 
 
 def inherited() -> dict[str, tuple[int, ...]]:

@@ -155,19 +155,24 @@ def _fingerprint(manifest: Mapping[str, Any]) -> tuple[str | None, dict[str, str
     return host.get("sha256"), {d.get("backend", "?"): d.get("sha256", "") for d in manifest.get("dsos") or []}
 
 
-def tag_conflicts(dist: Path | str, new: Mapping[str, Any]) -> list[str]:
+def tag_conflicts(dist: Path | str, new: Mapping[str, Any],
+                  previous: Mapping[str, Mapping[str, Any] | None] | None = None) -> list[str]:
     """Manifests in ``dist`` with ``new``'s versionString but another host binary or other DSOs.
 
     The tag must change whenever those bytes change (two different cuts must never share a
     name); the caller turns a non-empty answer into a loud warning naming the tag to bump to.
+    ``previous`` (manifest file name -> its content) stands in for manifests no longer in ``dist``:
+    the packager removes an artifact's manifest just before replacing the artifact.
     """
     host, dsos = _fingerprint(new)
     found = []
+    manifests: dict[str, Mapping[str, Any]] = {name: m for name, m in (previous or {}).items() if m is not None}
     for other in sorted(Path(dist).glob(f"*{MANIFEST_SUFFIX}")):
         try:
-            old = read(other)
+            manifests[other.name] = read(other)
         except ManifestError:
             continue  # an unreadable manifest describes nothing to compare against
+    for name, old in sorted(manifests.items()):
         if old.get("versionString") != new.get("versionString"):
             continue
         old_host, old_dsos = _fingerprint(old)
@@ -175,5 +180,5 @@ def tag_conflicts(dist: Path | str, new: Mapping[str, Any]) -> list[str]:
             f"ggml-{b}.so" for b in sorted(set(old_dsos) | set(dsos)) if old_dsos.get(b) != dsos.get(b)
         ]
         if changed:
-            found.append(f"{other.name} ({', '.join(changed)})")
+            found.append(f"{name} ({', '.join(changed)})")
     return found

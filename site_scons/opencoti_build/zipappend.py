@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from opencoti_build import tempfiles
+from opencoti_build.errors import UserError
 from opencoti_build.zipstore import (
     FLAG_UTF8, U16_MAX, U32_MAX, ZIP64_EXTRA_ID, CentralRecord, ZipStoreError, data_offset, method_name,
     read_zip_store,
@@ -47,7 +48,7 @@ _DOS_EPOCH_MIN = 315532800  # 1980-01-01T00:00:00Z, the earliest DOS timestamp
 _DOS_EPOCH_MAX = 4354819198  # 2107-12-31T23:59:58Z, the latest
 
 
-class ZipAppendError(ValueError):
+class ZipAppendError(UserError):
     """Packaging input or output is unusable. The message is one line naming the thing and the fix."""
 
 

@@ -35,9 +35,14 @@ def _spec_contents(spec: dict) -> packaging.Contents:
 def _write_artifact(target, source, env):
     spec = json.loads(source[-1].read())
     contents = _spec_contents(spec)
+    manifest = Path(target[0].abspath + manifests.MANIFEST_SUFFIX)
+    try:  # the manifest step compares the tag with the old one, which goes away before the new artifact lands
+        previous = manifests.read(manifest) if manifest.is_file() else None
+    except manifests.ManifestError:
+        previous = None
     try:
         packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"],
-                                            manifest=Path(target[0].abspath + manifests.MANIFEST_SUFFIX))
+                                            manifest=manifest)
     except packaging.ERRORS as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
     extra = {
@@ -46,6 +51,7 @@ def _write_artifact(target, source, env):
         "dsoPaths": {b: str(p) for b, p in contents.dsos.items()},
         "model": None if contents.model is None else {"name": contents.model.name, "ggufVersion": packaged.gguf_version},
         "args": packaged.args_text,
+        "previousManifest": previous,
     }
     Path(target[1].abspath).write_text(packaging.record_json(packaged.result, extra), encoding="utf-8")
     return 0
@@ -63,7 +69,7 @@ def _write_manifest(target, source, env):
         patches=meta["patches"], toolchains=meta["toolchains"], epoch=meta["epoch"],
     )
     out = Path(target[0].abspath)
-    conflicts = manifests.tag_conflicts(out.parent, data)
+    conflicts = manifests.tag_conflicts(out.parent, data, previous={out.name: record.get("previousManifest")})
     if conflicts:
         bump = versioning.next_tag(identity.tag)
         bar = "!" * 78
