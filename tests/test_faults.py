@@ -220,7 +220,7 @@ def test_two_runs_at_once_in_one_build_dir(cache_space: Workspace, trial: int) -
     ws = cache_space
     rng = random.Random(f"{SEED}-twice-{trial}")
     shutil.rmtree(ws.out, ignore_errors=True)
-    if trial % 3 == 0:
+    if trial % 5 == 0:  # cold now and then; warm runs race over restores and pushes
         shutil.rmtree(ws.cache, ignore_errors=True)
     first = ws.start()
     time.sleep(rng.uniform(0, 1.5))
@@ -253,7 +253,7 @@ def test_two_checkouts_sharing_one_cache(cache_space: Workspace, second_checkout
     other = second_checkout / "build"
     for out in (ws.out, other):
         shutil.rmtree(out, ignore_errors=True)
-    if trial % 3 == 0:
+    if trial % 5 == 0:  # cold now and then: two cold builds push the same entries at once
         shutil.rmtree(ws.cache, ignore_errors=True)
     first = ws.start()
     time.sleep(rng.uniform(0, 1.0))
@@ -266,8 +266,9 @@ def test_two_checkouts_sharing_one_cache(cache_space: Workspace, second_checkout
 
 
 @pytest.fixture(scope="module")
-def package_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+def package_space(tmp_path_factory: pytest.TempPathFactory, references, cache_space: Workspace) -> Workspace:
     ws = Workspace(tmp_path_factory.mktemp("package"), references)
+    shutil.copytree(cache_space.cache, ws.cache)  # entries are path-independent: the host comes from them
     ws.build()
     return ws
 
