@@ -324,3 +324,29 @@ def test_a_read_only_cache_is_read_and_never_written(tmp_path: Path) -> None:
     assert "Retrieved" in proc.stdout and "FATCC" in proc.stdout  # hits read; the edited file compiled
     assert "WARN" not in proc.stdout + proc.stderr
     assert digests(ws.cache) == before
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "delete-manifest"])
+def test_a_tampered_artifact_is_reported_by_verify_and_redone_by_the_command_it_names(
+        package_space: Workspace, how: str) -> None:
+    ws = package_space
+    model = write_gguf(ws.root / "model.gguf", values=4096)
+    argv = ("package", "CPU_ONLY=1", f"MODEL={model}")
+    ws.build(*argv)
+    dist = ws.root / "b" / "dist" / "llamafile"
+    artifact = sorted(dist.glob("opencoti-embedder-*.llamafile"))[0]
+    good = artifact.read_bytes()
+    if how == "flip":
+        artifact.write_bytes(good[:4096] + bytes([good[4096] ^ 1]) + good[4097:])
+    elif how == "truncate":
+        artifact.write_bytes(good[:-100])
+    else:
+        Path(str(artifact) + ".MANIFEST.json").unlink()
+    verify = ws.build("verify", *argv[1:], check=False)
+    assert verify.returncode == 2
+    assert (f"FAILED: {artifact} does not match {artifact.name}.MANIFEST.json; run `scons package` with the same "
+            "variables to rewrite it and its manifest") in verify.stdout
+    assert "PACKAGE" not in verify.stdout  # verify reads; it does not repair behind the user's back
+    ws.build(*argv)
+    assert artifact.read_bytes() == good
+    assert "OK: " in ws.build("verify", *argv[1:]).stdout
