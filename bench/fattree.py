@@ -116,12 +116,15 @@ def choose_sources(n: int) -> list[tuple[sources.Package, str]]:
     members of the table's glob patterns, spread evenly over them.
     """
     packages = sources.HOST_PROGRAM.packages
-    # main() first, so even a tiny tree links
-    listed = [sorted((s for s in p.sources if not _has_glob(s)), key=lambda s: s != MAIN_TU) for p in packages]
+    # main() first, so even a tiny tree links; then the ggml core, which the build refuses to do without
+    core = set(sources.GGML_CORE_SOURCES)
+    listed = [sorted((s for s in p.sources if not _has_glob(s)), key=lambda s: (s != MAIN_TU, s not in core))
+              for p in packages]
     globs = [(p, g) for p in packages for g in p.sources if _has_glob(g)]
-    floors = [0 if p.optional or not lst else 1 for p, lst in zip(packages, listed)]
+    floors = [max(0 if p.optional or not lst else 1, sum(s in core for s in lst)) for p, lst in zip(packages, listed)]
     if n < sum(floors):
-        raise ValueError(f"the package table needs at least {sum(floors)} TUs (one per required package)")
+        raise ValueError(f"the package table needs at least {sum(floors)} TUs (one per required package, "
+                         "and the ggml core)")
     quota = _quotas(min(n, sum(map(len, listed))), [len(x) for x in listed], floors)
     chosen = [(p, s) for p, lst, q in zip(packages, listed, quota) for s in lst[:q]]
     if all(s != MAIN_TU for _, s in chosen):  # a table that globs llamafile/*.cpp: make main.cpp one of them

@@ -39,14 +39,15 @@ def test_header_edit_changes_only_that_header(tmp_path: Path) -> None:
 def test_runner_writes_tables_on_a_tiny_tree(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     proc = subprocess.run(
-        [sys.executable, str(PROJECT / "bench" / "run.py"), "--tus", "14", "--growth", "--runs", "1",
+        [sys.executable, str(PROJECT / "bench" / "run.py"), "--tus", "17", "--growth", "--runs", "1",
          "--parts", "fat", "--docs", str(docs), "--work", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((docs / "benchmarks.json").read_text())
     fat = results["fat"]
     assert fat["cold"]["scons"]["returncode"] == 0 and fat["cold"]["make+ccache"]["returncode"] == 0
-    assert fat["cold"]["scons"]["compiles"] == fat["cold"]["make+ccache"]["compiles"] == 14
+    # 17 TUs (the smallest tree: a TU per required package plus the ggml core) and what gperf generates
+    assert fat["cold"]["scons"]["compiles"] == fat["cold"]["make+ccache"]["compiles"] >= 17
     assert fat["null"]["needless_compiles"] == {"scons": 0, "make+ccache": 0}
     edit = fat["header_edit"]
     assert edit["compiles"]["scons"] == [edit["expected_dependents"]]
