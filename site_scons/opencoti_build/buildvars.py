@@ -25,7 +25,9 @@ opencoti llamafile build
 Targets:
   (default)     the thin llamafile binary ($BUILD_DIR/o/llamafile/llamafile, with .com.dbg and .aarch64.elf)
   host          same as the default
-  compiledb     compile_commands.json at the project root (every TU: fat, CUDA, HIP)
+  compiledb     compile_commands.json (every TU: fat, CUDA, HIP, Vulkan) and the generated sources it names;
+                every build that compiles also keeps it current (COMPILEDB= empty: off; docs/ide.md)
+  compile       FILE=path/to/source.c: every object made from that one source, nothing else (IDE "build active file")
   apply         reset vendors/sources/llamafile, init submodules, apply llamafile's and opencoti's patches
   reset         restore the pristine vendored tree (refuses to discard foreign edits without FORCE=1)
   cuda          ggml-cuda.so  (nvcc; CUDA_PATH)
@@ -34,8 +36,11 @@ Targets:
   backends      every backend whose toolchain is present (fails if none built, unless CPU_ONLY=1)
   package       dist/llamafile/opencoti-llamafile-<ver>-<tag>-<arch>.llamafile (+ embedder with MODEL=)
   verify        check the packaged artifacts against their manifests
+  native        the native-ELF lane: $BUILD_DIR/native/bin/llama-server + lib/ (host gcc; LLAMACPP)
+  native-cuda   the native lane's libraries only (libggml-base.so, libggml-cuda.so)
 
 Options: --cache-disable turns the object cache off (as OPENCOTI_NO_CCACHE=1 did).
+         -j N runs N steps at once; without -j, one per CPU. --debug=explain says why each step runs.
 
 Variables (KEY=VALUE on the command line; an unknown KEY is an error):
 """
