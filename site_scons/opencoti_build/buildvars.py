@@ -134,6 +134,8 @@ def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -
         "LC_ALL": "C",
         "HIP_PLATFORM": "amd",
         **({"MODE": env["MODE"]} if env["MODE"] else {}),  # cosmocc picks its runtime libraries by MODE
+        # Only the diagnostics' colours read these (docs/ide.md); no output depends on them.
+        **{k: os_environ[k] for k in ("TERM", "NO_COLOR", "CLICOLOR_FORCE") if k in os_environ},
     }
 
 

@@ -17,6 +17,7 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 
+from opencoti_build import diagnostics
 from opencoti_build.errors import os_error_line
 
 ARCHES = ("x86_64", "aarch64")
@@ -116,15 +117,34 @@ def _log(argv: list[str]) -> None:
             fh.write(" ".join(argv) + "\n")
 
 
-def _run_parallel(commands: dict[str, list[str]]) -> dict[str, int]:
+def _run_parallel(commands: dict[str, list[str]], capture: bool = False) -> tuple[dict[str, int], dict[str, str]]:
+    """Run each architecture's command at once; with ``capture``, their stdout+stderr are returned."""
     procs = {}
     for arch, argv in commands.items():
         _log(argv)
         try:
-            procs[arch] = subprocess.Popen(argv)
+            pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if capture else {}
+            procs[arch] = subprocess.Popen(argv, **pipe)
         except FileNotFoundError as exc:
             raise FatError(f"{argv[0]} not found; install it (apt-get install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu)") from exc
-    return {arch: proc.wait() for arch, proc in procs.items()}
+    outputs = {}
+    if capture:  # each pipe read to its end (gcc writes all of it before exiting; no deadlock on two pipes)
+        import threading
+
+        def read(arch: str) -> None:
+            outputs[arch] = procs[arch].stdout.read().decode(errors="replace")
+
+        readers = [threading.Thread(target=read, args=(arch,)) for arch in procs]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+    return {arch: proc.wait() for arch, proc in procs.items()}, outputs
+
+
+def compile_commands(driver: str, args: list[str]) -> dict[str, list[str]]:
+    """The per-architecture compiler commands a fat compile runs (what ``VERBOSE=1`` prints)."""
+    return _compile_argvs(driver, parse(args))[0]
 
 
 def x86_64_compile_command(driver: str, args: list[str], x86_compiler: str | None = None) -> list[str]:
@@ -134,13 +154,12 @@ def x86_64_compile_command(driver: str, args: list[str], x86_compiler: str | Non
             "-c", "-o", inv.output or "a.o", *inv.inputs]
 
 
-def _compile(driver: str, inv: Invocation) -> int:
+def _compile_argvs(driver: str, inv: Invocation) -> tuple[dict[str, list[str]], dict[str, str] | None]:
     if len(inv.inputs) != 1:
         raise FatError("-c takes exactly one source file in fat mode")
     source = inv.inputs[0]
     output = inv.output or os.path.splitext(os.path.basename(source))[0] + ".o"
     outputs = {"x86_64": output, "aarch64": twin(output)}
-    os.makedirs(os.path.dirname(outputs["aarch64"]) or ".", exist_ok=True)
     deps = None
     if inv.dep_file is not None:
         deps = {"x86_64": inv.dep_file, "aarch64": twin(inv.dep_file)}
@@ -150,13 +169,29 @@ def _compile(driver: str, inv: Invocation) -> int:
     for arch in ARCHES:
         argv = [COMPILERS[driver][arch], *COSMO_DEFINES, *inv.common, *inv.per_arch[arch], "-c", "-o", outputs[arch]]
         if deps:
-            os.makedirs(os.path.dirname(deps[arch]) or ".", exist_ok=True)
             argv += ["-MF", deps[arch]]
         commands[arch] = argv + [source]
-    status = _run_parallel(commands)
-    if status["x86_64"] == 0 and status["aarch64"] != 0:
-        print(f"{driver}: x86_64 succeeded but aarch64 failed to build object", file=sys.stderr)
-    return 0 if all(code == 0 for code in status.values()) else 1
+    return commands, deps
+
+
+def _compile(driver: str, inv: Invocation) -> int:
+    commands, deps = _compile_argvs(driver, inv)
+    os.makedirs(os.path.dirname(twin(commands["x86_64"][commands["x86_64"].index("-o") + 1])) or ".", exist_ok=True)
+    for path in (deps or {}).values():
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    # Both compilers' output captured and merged: a shared diagnostic once, a one-sided one labelled.
+    if diagnostics.colour_wanted(os.environ, sys.stderr.isatty()):
+        commands = {arch: [argv[0], "-fdiagnostics-color=always", *argv[1:]] for arch, argv in commands.items()}
+    status, outputs = _run_parallel(commands, capture=True)
+    report = diagnostics.merge(outputs)
+    failed = [arch for arch in ARCHES if status[arch] != 0]
+    if len(failed) == 1:
+        other = "aarch64" if failed[0] == "x86_64" else "x86_64"
+        report += f"{driver}: {other} succeeded but {failed[0]} failed to build object\n"
+    if report:
+        sys.stderr.write(report)  # one write: another step's output cannot land inside it
+        sys.stderr.flush()
+    return 0 if not failed else 1
 
 
 def _preprocess(driver: str, inv: Invocation) -> int:
@@ -196,7 +231,7 @@ def _link(driver: str, inv: Invocation, args: list[str]) -> int:
         if item.endswith((".o", ".a")) and not os.path.exists(twin(item)):
             raise FatError(f"linker input missing concomitant {twin(item)}")
     elfs = {"x86_64": output + ".com.dbg", "aarch64": output + ".aarch64.elf"}
-    status = _run_parallel({arch: _link_argv(driver, args, arch, elfs[arch]) for arch in ARCHES})
+    status, _ = _run_parallel({arch: _link_argv(driver, args, arch, elfs[arch]) for arch in ARCHES})
     if any(status.values()):
         return 1
     _apelink(elfs["x86_64"], output)
