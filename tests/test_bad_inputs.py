@@ -112,8 +112,9 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
      "BACKEND_DIST_DIR={in}/afile/sub: {in}/afile is a file, not a directory; point BACKEND_DIST_DIR= at a directory"),
     ("build-dir-is-the-checkout", ("BUILD_DIR=.",),
      "BUILD_DIR=. is the checkout's root; name a directory of its own (the default is build)"),
-    ("compiledb-empty", ("COMPILEDB=",),
-     "COMPILEDB= is empty; name a path, or leave COMPILEDB out for its default (compile_commands.json)"),
+    ("compiledb-empty", ("compiledb", "COMPILEDB="),  # a plain build with COMPILEDB= empty writes no database
+     "`scons compiledb` with COMPILEDB= empty (which turns the database off); name the file, or leave COMPILEDB "
+     "out for its default (compile_commands.json)"),
     ("compiledb-directory", ("COMPILEDB={in}/adir",),
      "COMPILEDB={in}/adir is a directory; name a file (the default is compile_commands.json)"),
     ("applied-series-empty", ("APPLIED_SERIES=",),

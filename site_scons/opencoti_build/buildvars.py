@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import platform
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from SCons.Variables import BoolVariable, Variables
+from SCons.Variables import BoolVariable, EnumVariable, Variables
 
 from opencoti_build import patch_series
 from opencoti_build.errors import UserError, os_error_line
@@ -63,7 +63,10 @@ def declare(variables: Variables) -> None:
         ("DIST_DIR", "packaged artifacts go to $DIST_DIR/llamafile", "dist"),
         ("BACKEND_DIST_DIR", "backend DSOs go to $BACKEND_DIST_DIR/llamafile/<backend>/<ver>", "vendors/dist"),
         ("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
-        ("COMPILEDB", "where `scons compiledb` writes", "compile_commands.json"),
+        ("COMPILEDB", "compile_commands.json for clangd: written by `scons compiledb`, kept current by every build "
+         "that compiles; empty: none", "compile_commands.json"),
+        EnumVariable("COMPILEDB_ARCH", "which half of the fat compiles the database shows clangd", "x86_64",
+                     allowed_values=("x86_64", "aarch64")),
         ("SOURCE_DATE_EPOCH", "timestamp baked into outputs and zip entries",
          _env_default("SOURCE_DATE_EPOCH", "0")),
         ("CUDA_PATH", "CUDA toolkit; empty: $OPENCOTI_CUDA_PATH, /usr/local/cuda-12.6, other usual places, nvcc on PATH",
@@ -207,12 +210,13 @@ def arch(value: str, machine: str | None = None) -> str:
     return found
 
 
-def validate(env: Mapping[str, Any], project: Path | str = PROJECT) -> None:
+def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Iterable[object] = ()) -> None:
     """Refuse a bad variable (UserError, one line naming it and the fix) before anything is created.
 
     Relative paths are from ``project``. Checked: the output directories (not empty, not a file or
     below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
     SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), ARCH, SOURCE_DATE_EPOCH, ALIGN.
+    COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
     for name, may_be_empty in OUTPUT_DIRS:
         value = str(env[name])
@@ -229,6 +233,11 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT) -> None:
                         f"(the default is {DEFAULTS['BUILD_DIR']})")
     for name in OUTPUT_FILES:
         value = str(env[name])
+        if not value.strip() and name == "COMPILEDB":
+            if "compiledb" in map(str, targets):
+                raise UserError("`scons compiledb` with COMPILEDB= empty (which turns the database off); "
+                                "name the file, or leave COMPILEDB out for its default (compile_commands.json)")
+            continue
         if not value.strip():
             raise _empty(name)
         path = _resolved(value, project)

@@ -41,9 +41,13 @@ class Toolchain:
 
     def x86_64_compiler(self, cxx: bool) -> str | None:
         """The compiler behind the fat driver's x86-64 half (None: the stand-in's gcc/g++)."""
+        return self.compiler("x86_64", cxx)
+
+    def compiler(self, arch: str, cxx: bool) -> str | None:
+        """The compiler behind one half of the fat driver (None: the stand-in's gcc/g++ of that arch)."""
         if self.kind == "stand-in":
             return None
-        return str(self.root / "bin" / ("x86_64-unknown-cosmo-c++" if cxx else "x86_64-unknown-cosmo-cc"))
+        return str(self.root / "bin" / (f"{arch}-unknown-cosmo-c++" if cxx else f"{arch}-unknown-cosmo-cc"))
 
     def describe(self) -> str:
         if self.kind == "stand-in":

@@ -149,9 +149,15 @@ def compile_commands(driver: str, args: list[str]) -> dict[str, list[str]]:
 
 def x86_64_compile_command(driver: str, args: list[str], x86_compiler: str | None = None) -> list[str]:
     """The x86-64 half of a fat compile, as a plain compiler sees it (for compile_commands.json)."""
+    return half_compile_command(driver, args, "x86_64", x86_compiler)
+
+
+def half_compile_command(driver: str, args: list[str], arch: str, compiler: str | None = None) -> list[str]:
+    """One architecture's half of a fat compile, as a plain compiler sees it (for compile_commands.json)."""
     inv = parse(args)
-    return [x86_compiler or COMPILERS[driver]["x86_64"], *COSMO_DEFINES, *inv.common, *inv.per_arch["x86_64"],
-            "-c", "-o", inv.output or "a.o", *inv.inputs]
+    output = inv.output or "a.o"
+    return [compiler or COMPILERS[driver][arch], *COSMO_DEFINES, *inv.common, *inv.per_arch[arch],
+            "-c", "-o", output if arch == "x86_64" else twin(output), *inv.inputs]
 
 
 def _compile_argvs(driver: str, inv: Invocation) -> tuple[dict[str, list[str]], dict[str, str] | None]:

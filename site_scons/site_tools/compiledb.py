@@ -1,26 +1,37 @@
-"""SCons tool: compile_commands.json for every translation unit, whatever builder compiles it.
+"""SCons tool: compile_commands.json for every translation unit, whatever builder compiles it, always current.
 
-SCons' own compilation_db only knows its built-in Object builders; fat objects, CUDA and HIP
-objects register here instead, through ``env.CompileDbEntry(target, source, command_var)``.
-Registration is a list append at read time; commands are expanded only when `compiledb` runs.
+SCons' own compilation_db only knows its built-in Object builders; fat objects, CUDA, HIP and Vulkan
+objects register here instead, through ``env.CompileDbEntry(target, source, command_var, transform)``.
+After every part is read, ``env.CompileDbFinish()`` expands the entries and makes the database node
+depend on their content (a Value of their hash): a flag change changes the node's input, so it is
+rebuilt, and it is never taken from CacheDir (NoCache: its entries name this checkout's paths). Every
+build that compiles also builds it (as Meson and CMake's export do); ``COMPILEDB=`` empty turns it off.
+The rules for entries (one per file, clang arguments for GPU sources) are opencoti_build.compdb's.
+
+Construction variables read: COMPILEDB (the file; empty: none), COMPILEDB_ARCH (read by the cosmocc tool).
 """
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 from collections.abc import Callable
 
 import SCons.Action
 import SCons.Subst
-from SCons.Script import COMMAND_LINE_TARGETS
+from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
 
-# (env, target, source, command variable, transform of the argument list)
+from opencoti_build import compdb
+
+# (env, target, source, command variable, transform of the argument list), in registration order
 _ENTRIES: list[tuple[object, object, object, str, Callable[[list[str]], list[str]] | None]] = []
-_DEFINED: list[bool] = []
+_STATE: dict[str, object] = {}
+
+# Targets that compile nothing: the database is left as it is.
+NOT_COMPILING = frozenset(("apply", "reset", "verify"))
 
 
 def _add_entry(env, target, source, command_var: str, transform: Callable[[list[str]], list[str]] | None = None) -> None:
-    if "compiledb" in COMMAND_LINE_TARGETS:
+    if env.get("COMPILEDB"):
         _ENTRIES.append((env, target, source, command_var, transform))
 
 
@@ -38,26 +49,43 @@ def _entry(env, target, source, command_var, transform) -> dict:
 
 
 def _write_compiledb(target, source, env) -> int:
-    entries = sorted((_entry(*e) for e in _ENTRIES), key=lambda e: (e["file"], e["output"]))
-    text = json.dumps(entries, indent=2) + "\n"
     path = str(target[0])
+    text = compdb.render(compdb.merged(compdb.read(path), _STATE["entries"]))
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
     if old != text:  # leave clangd's file alone when nothing changed
         with open(path + ".tmp", "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(path + ".tmp", path)
-    print(f"compiledb: {len(entries)} entries in {path}")
     return 0
+
+
+def _finish(env) -> None:
+    """Create the database node from every registered entry; called once, after every part is read."""
+    asked = "compiledb" in map(str, COMMAND_LINE_TARGETS)
+    if not env.get("COMPILEDB"):  # turned off (buildvars.validate refused `scons compiledb` with it empty)
+        return
+    entries = compdb.one_per_file(_entry(*e) for e in _ENTRIES)
+    _STATE["entries"] = entries
+    digest = hashlib.sha256(compdb.render(entries).encode()).hexdigest()
+    db = env.Command(env.File(env["COMPILEDB"]), env.Value(digest),
+                     SCons.Action.Action(_write_compiledb, "COMPILEDB $TARGET"))
+    env.NoCache(db)
+    env.Precious(db)
+    # `scons compiledb` also makes the generated sources its entries name (clangd opens them).
+    generated = [e[2] for e in _ENTRIES if getattr(e[2], "has_builder", lambda: False)()]
+    env.Alias("compiledb", db + generated)
+    if asked or not entries:
+        return
+    names = set(map(str, COMMAND_LINE_TARGETS))
+    if not names:
+        Default(db)
+    elif not names <= NOT_COMPILING:
+        BUILD_TARGETS.append(db[0])
 
 
 def generate(env) -> None:
     env.AddMethod(_add_entry, "CompileDbEntry")
-    if not _DEFINED:
-        _DEFINED.append(True)
-        db = env.Command(env.File(env["COMPILEDB"]), [], SCons.Action.Action(_write_compiledb, None))
-        env.AlwaysBuild(db)
-        env.Precious(db)
-        env.Alias("compiledb", db)
+    env.AddMethod(_finish, "CompileDbFinish")
 
 
 def exists(env) -> bool:

@@ -123,9 +123,10 @@ def _fat_object_emitter(target, source, env):
     x86 = target[0]
     cxx = _is_cxx(source[0])
     driver = "cosmoc++" if cxx else "cosmocc"
-    x86_compiler = env["FAT_TOOLCHAIN"].x86_64_compiler(cxx)
+    arch = env.get("COMPILEDB_ARCH") or "x86_64"  # the half clangd is shown (aarch64 for ARM code)
+    compiler = env["FAT_TOOLCHAIN"].compiler(arch, cxx)
     env.CompileDbEntry(x86, source[0], "FATCXXCOM" if cxx else "FATCCCOM",
-                       lambda argv: fatcc.x86_64_compile_command(driver, argv[1:], x86_compiler))
+                       lambda argv: fatcc.half_compile_command(driver, argv[1:], arch, compiler))
     return [x86, x86.dir.Dir(".aarch64").File(x86.name)], source
 
 

@@ -27,6 +27,7 @@ import SCons.Subst
 from SCons.Builder import Builder
 from SCons.Environment import Base as Environment
 
+from opencoti_build import compdb
 from opencoti_build.prefix_maps import prefix_maps
 from opencoti_build.rocm_archs import RocmSupport, device_lib_isas, parse_hipcc_config, parse_supported_cpus
 from opencoti_build.errors import UserError
@@ -144,7 +145,7 @@ def _hip_object(env: Environment, target, source, **kw):
     nodes = env._HipObject(target, source, **kw)
     if hasattr(env, "CompileDbEntry"):
         for node in nodes:
-            env.CompileDbEntry(node, node.sources[0], "HIPCCCOM")
+            env.CompileDbEntry(node, node.sources[0], "HIPCCCOM", compdb.clang_hip_arguments)  # clang's HIP driver
     return nodes
 
 

@@ -32,7 +32,7 @@ import SCons.Tool
 from SCons.Builder import Builder
 from SCons.Script import Action
 
-from opencoti_build import cuda_archs
+from opencoti_build import compdb, cuda_archs
 from opencoti_build import prefix_maps
 from opencoti_build.errors import UserError
 
@@ -146,11 +146,17 @@ def _nvcc_source_name(sources: Any, maps: list[tuple[str, str]]) -> list[Any]:
     return ["-Xcudafe", SCons.Subst.Literal(f"--orig_src_path_name={names[0]}")]
 
 
+def _clang_cuda(env: Any) -> Any:
+    """The database entry's arguments: clang's CUDA driver over this toolkit (clangd rejects nvcc's own flags)."""
+    root = os.path.dirname(os.path.dirname(os.path.realpath(env.subst("$NVCC"))))
+    return lambda argv: compdb.clang_cuda_arguments(argv, root)
+
+
 def cuda_object(env: Any, target: Any, source: Any) -> list[Any]:
     nodes = env._CudaObject(target, source)
     if hasattr(env, "CompileDbEntry"):
         for node in nodes:
-            env.CompileDbEntry(node, node.sources[0], "NVCCCOM")
+            env.CompileDbEntry(node, node.sources[0], "NVCCCOM", _clang_cuda(env))
     return nodes
 
 
