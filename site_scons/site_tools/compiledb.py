@@ -71,6 +71,7 @@ def _finish(env) -> None:
                      SCons.Action.Action(_write_compiledb, "COMPILEDB $TARGET"))
     env.NoCache(db)
     env.Precious(db)
+    db[0].attributes.not_a_step = True  # bookkeeping, not counted in the build's summary line (build_summary)
     # `scons compiledb` also makes the generated sources its entries name (clangd opens them).
     generated = [e[2] for e in _ENTRIES if getattr(e[2], "has_builder", lambda: False)()]
     env.Alias("compiledb", db + generated)

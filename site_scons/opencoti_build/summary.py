@@ -1,0 +1,44 @@
+"""The last line of every build: what its steps did, in words scripts and IDEs can read.
+
+``N compiled, M from cache, K up to date in T s`` (``, F failed`` before ``in`` when a step failed).
+A step is one action writing files (a fat compile and its twin are one step, as are a link and its
+ELFs); "compiled" counts every step that ran its command (compiles, archives, links, generators,
+packaging), "from cache" the steps CacheDir restored, "up to date" those that needed nothing. The
+compile database's own rewrite is not a step of the build and is not counted.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Counts:
+    compiled: int = 0
+    cached: int = 0
+    current: int = 0
+    failed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, kind: str) -> None:
+        with self.lock:  # -j: tasks finish on the main thread in SCons, but keep it safe anyway
+            setattr(self, kind, getattr(self, kind) + 1)
+
+
+def line(counts: Counts, seconds: float) -> str:
+    text = f"{counts.compiled} compiled, {counts.cached} from cache, {counts.current} up to date"
+    if counts.failed:
+        text += f", {counts.failed} failed"
+    return f"{text} in {seconds:.1f} s"
+
+
+def parse(text: str) -> dict[str, int] | None:
+    """The numbers of the last summary line in ``text`` (None when there is none), for tests and scripts."""
+    import re
+
+    found = re.findall(r"^(\d+) compiled, (\d+) from cache, (\d+) up to date(?:, (\d+) failed)? in [0-9.]+ s$",
+                       text, re.M)
+    if not found:
+        return None
+    compiled, cached, current, failed = found[-1]
+    return {"compiled": int(compiled), "cached": int(cached), "current": int(current), "failed": int(failed or 0)}
