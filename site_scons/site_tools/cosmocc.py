@@ -108,9 +108,48 @@ def _fat_compile_cxx(target, source, env):
 
 
 def _fat_compile_str(target, source, env):
-    if env.get("VERBOSE"):
-        return " ".join(_argv(env, "FATCXXCOM" if _is_cxx(source[0]) else "FATCCCOM", target, source))
-    return f"FATCC {target[0]} (+ .aarch64)"
+    """``$FATCCCOMSTR``; with VERBOSE, the driver's line and the two compiler commands it runs."""
+    if not env.get("VERBOSE"):
+        return env.subst("$FATCCCOMSTR", target=target, source=source)
+    cxx = _is_cxx(source[0])
+    argv = _argv(env, "FATCXXCOM" if cxx else "FATCCCOM", target, source)
+    driver = "cosmoc++" if cxx else "cosmocc"
+    toolchain = env["FAT_TOOLCHAIN"]
+    try:
+        if toolchain.kind == "stand-in":
+            halves = fatcc.compile_commands(driver, argv[1:])
+        else:  # cosmocc's own driver: its two compilers, as it calls them
+            halves = {arch: fatcc.half_compile_command(driver, argv[1:], arch, toolchain.compiler(arch, cxx))
+                      for arch in fatcc.ARCHES}
+    except fatcc.FatError:
+        halves = {}  # the driver will refuse it and say why
+    return "\n".join([" ".join(argv)] + [f"  [{arch}] " + " ".join(half) for arch, half in halves.items()])
+
+
+def _fat_archive_argvs(target, source, env, staged: dict | None = None) -> list[list[str]]:
+    """The two ``ar`` commands of a fat archive (x86-64 members, then their .aarch64 twins)."""
+    members = _x86_inputs(source)
+    return [[env.subst("$FATAR"), "rcsD", (staged or {}).get(str(out), str(out)), *inputs]
+            for out, inputs in ((target[0], members), (target[1], [fatcc.twin(m) for m in members]))]
+
+
+def _fat_archive_str(target, source, env):
+    if not env.get("VERBOSE"):
+        return env.subst("$FATARCOMSTR", target=target, source=source)
+    return "\n".join(" ".join(argv) for argv in _fat_archive_argvs(target, source, env))
+
+
+def _fat_link_argv(target, source, env) -> list[str]:
+    # Archives are searched once, in order: a group lets their cross references resolve.
+    return [env.subst("$FATLINK"), *_argv(env, "FATLINKFLAGS", target, source),
+            *_argv(env, "FATPREFIXMAPS", target, source), "-o", str(target[0]),
+            "-Wl,--start-group", *_x86_inputs(source), "-Wl,--end-group", *_argv(env, "FATLIBS", target, source)]
+
+
+def _fat_link_str(target, source, env):
+    if not env.get("VERBOSE"):
+        return env.subst("$FATLINKCOMSTR", target=target, source=source)
+    return " ".join(_fat_link_argv(target, source, env))
 
 
 def _freeze_include_flags(env) -> None:
@@ -149,14 +188,13 @@ def _fat_archive(target, source, env):
     # written from empty in the build's scratch dir (BUILD_DIR/tmp, swept by every run) and renamed.
     scratch = tempfile.mkdtemp(dir=env["ENV"]["TMPDIR"])
     try:
-        for out, inputs in ((target[0], _x86_inputs(source)), (target[1], [fatcc.twin(s) for s in _x86_inputs(source)])):
-            staged = os.path.join(scratch, os.path.basename(str(out)))
-            argv = [env.subst("$FATAR"), "rcsD", staged, *inputs]
+        staged = {str(out): os.path.join(scratch, f"{i}-{out.name}") for i, out in enumerate(target[:2])}
+        for out, argv in zip(target[:2], _fat_archive_argvs(target, source, env, staged)):
             if subprocess.run(argv, env=env["ENV"], **build_lock.inherited()).returncode != 0:
                 _remove(target)
                 return 1
             os.makedirs(os.path.dirname(str(out)), exist_ok=True)
-            os.replace(staged, str(out))
+            os.replace(staged[str(out)], str(out))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
@@ -174,10 +212,7 @@ def _fat_link_emitter(target, source, env):
 
 
 def _fat_link(target, source, env):
-    # Archives are searched once, in order: a group lets their cross references resolve.
-    argv = [env.subst("$FATLINK"), *_argv(env, "FATLINKFLAGS", target, source),
-            *_argv(env, "FATPREFIXMAPS", target, source), "-o", str(target[0]),
-            "-Wl,--start-group", *_x86_inputs(source), "-Wl,--end-group", *_argv(env, "FATLIBS", target, source)]
+    argv = _fat_link_argv(target, source, env)
     proc = subprocess.run(argv, env=env["ENV"], **build_lock.inherited())
     if proc.returncode != 0:
         _remove(target)
@@ -225,6 +260,9 @@ def generate(env) -> None:
     env.SetDefault(FATPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in
                                   prefix_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))])
     common = "$FATCPPFLAGS $_FATINCFLAGS $_CPPDEFFLAGS $FATCCFLAGS $FATPREFIXMAPS"
+    # The short lines (VERBOSE=1 prints the commands instead: the *_str functions above).
+    env.SetDefault(FATCCCOMSTR="FATCC ${TARGETS[0]} (+ .aarch64)", FATARCOMSTR="FATAR ${TARGETS[0]} (+ .aarch64)",
+                   FATLINKCOMSTR="FATLINK ${TARGETS[0]} (+ .com.dbg, .aarch64.elf)")
     env["FATCCCOM"] = f"$FATCC {common} $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
     env["FATCXXCOM"] = f"$FATCXX {common} $FATCXXFLAGS $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
 
@@ -235,10 +273,10 @@ def generate(env) -> None:
         action={".c": c_action, **{suffix: cxx_action for suffix in CXX_SUFFIXES}}, emitter=_fat_object_emitter, source_scanner=include_scanner(),
         suffix=".o", single_source=True)
     env["BUILDERS"]["FatLibrary"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_fat_archive, "FATAR ${TARGETS[0]} (+ .aarch64)", varlist=["FATAR"]),
+        action=SCons.Action.Action(_fat_archive, _fat_archive_str, varlist=["FATAR"]),
         emitter=_fat_archive_emitter)
     env["BUILDERS"]["FatProgram"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_fat_link, "FATLINK ${TARGETS[0]} (+ .com.dbg, .aarch64.elf)",
+        action=SCons.Action.Action(_fat_link, _fat_link_str,
                                    varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS", "FATPREFIXMAPS"]),
         emitter=_fat_link_emitter)
     env["BUILDERS"]["Gperf"] = SCons.Builder.Builder(

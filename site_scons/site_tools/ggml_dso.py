@@ -186,16 +186,14 @@ def ggml_dso(env: Any, backend: str, objects: Sequence[Any], *, linker: str, lin
     version = env["LLAMAFILE_VERSION"]
     name = f"ggml-{backend}.so"
     output = os.path.join(env["BACKEND_DIST_DIR"], "llamafile", backend, version, name)
-    link = Action(
-        "$DSO_LINKER $DSO_LINKFLAGS $DSO_PREFIXMAPS $DSO_STATIC_RUNTIME -o ${TARGET.dir}/.${TARGET.file}.unverified "
-        "$SOURCES $DSO_LIBS",
-        "Linking $TARGET",
-    )
+    link = Action("$DSOLINKCOM", "$DSOLINKCOMSTR")
     verify = Action(_verify_and_publish, "Verifying $TARGET",
                     varlist=["DSO_BACKEND", "DSO_ARCHS", "DSO_ARCH_PROBE", "DSO_LIB_DIRS", "DSO_STUB_DIRS",
                              "DSO_ENTRY_POINTS"])
     dso = env.Command(
         output, list(objects) + ggml_core_objects(env), [link, verify],
+        DSOLINKCOM="$DSO_LINKER $DSO_LINKFLAGS $DSO_PREFIXMAPS $DSO_STATIC_RUNTIME "
+                   "-o ${TARGET.dir}/.${TARGET.file}.unverified $SOURCES $DSO_LIBS",
         DSO_BACKEND=backend, DSO_LINKER=linker, DSO_LINKFLAGS=list(link_flags), DSO_LIBS=list(libs),
         DSO_STATIC_RUNTIME=list(static_runtime), DSO_ARCHS=list(archs), DSO_ARCH_PROBE=_probe_name(arch_probe),
         DSO_LIB_DIRS=list(lib_dirs), DSO_STUB_DIRS=list(stub_dirs), DSO_ENTRY_POINTS=list(entry_points or ()),
