@@ -91,6 +91,7 @@ def declare(variables: Variables) -> None:
         ("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
          patch_series.DEFAULT_RECORD),
         ("LLAMACPP", "llama.cpp checkout for the native lane; empty: $SRC/llama.cpp", ""),
+        ("FILE", "the source `scons compile` builds the objects of (relative to the project or to SRC)", ""),
     )
 
 
@@ -210,6 +211,18 @@ def arch(value: str, machine: str | None = None) -> str:
     return found
 
 
+def compile_file(env: Mapping[str, Any], project: Path | str = PROJECT) -> str:
+    """FILE= of `scons compile`, absolute: an existing file, relative to the project or else to SRC."""
+    value = str(env.get("FILE", "")).strip()
+    if not value:
+        raise UserError("`scons compile` needs FILE=path/to/source.c (relative to the project or to SRC)")
+    candidates = [_resolved(value, project), _resolved(value, _resolved(str(env["SRC"]), project))]
+    for path in candidates:
+        if path.is_file():
+            return os.path.realpath(path)
+    raise UserError(f"FILE={value}: no such file in the project or in SRC={env['SRC']}")
+
+
 def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Iterable[object] = ()) -> None:
     """Refuse a bad variable (UserError, one line naming it and the fix) before anything is created.
 
@@ -260,6 +273,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
                         f"or leave PATCH_SERIES out for {DEFAULTS['PATCH_SERIES']}")
     if not path.is_dir():
         raise UserError(f"PATCH_SERIES={series} is a file, not a directory; point it at the folder of *.patch files")
+    if "compile" in map(str, targets):
+        compile_file(env, project)
     if env["ARCH"]:
         arch(str(env["ARCH"]))
     source_date_epoch(env["SOURCE_DATE_EPOCH"])

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from opencoti_build.errors import UserError
 
 # Every target name the build defines (its aliases); anything else must be a path.
-NAMES: tuple[str, ...] = ("host", "compiledb", "apply", "reset", "cuda", "rocm", "vulkan", "backends", "package",
+NAMES: tuple[str, ...] = ("host", "compiledb", "compile", "apply", "reset", "cuda", "rocm", "vulkan", "backends", "package",
                           "verify", "native", "native-cuda")
 
 

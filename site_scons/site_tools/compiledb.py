@@ -20,19 +20,36 @@ import SCons.Action
 import SCons.Subst
 from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
 
-from opencoti_build import compdb
+from opencoti_build import buildvars, compdb, errors
 
 # (env, target, source, command variable, transform of the argument list), in registration order
 _ENTRIES: list[tuple[object, object, object, str, Callable[[list[str]], list[str]] | None]] = []
 _STATE: dict[str, object] = {}
 
 # Targets that compile nothing: the database is left as it is.
-NOT_COMPILING = frozenset(("apply", "reset", "verify"))
+NOT_COMPILING = frozenset(("apply", "reset", "verify", "compile"))  # compile: that file's objects, nothing else
 
 
 def _add_entry(env, target, source, command_var: str, transform: Callable[[list[str]], list[str]] | None = None) -> None:
-    if env.get("COMPILEDB"):
-        _ENTRIES.append((env, target, source, command_var, transform))
+    source = env.File(source) if isinstance(source, str) else source
+    _ENTRIES.append((env, target, source, command_var, transform))  # expanded only when the database is on
+
+
+def _made_from(source) -> set[str]:
+    """The real paths a registered source stands for: itself, and what generated it (a .gperf)."""
+    paths = {os.path.realpath(source.abspath)}
+    if source.has_builder():
+        paths |= {os.path.realpath(s.abspath) for s in source.sources if hasattr(s, "abspath")}
+    return paths
+
+
+def _compile_alias(env, path: str) -> None:
+    """`scons compile FILE=`: every object registered from ``path`` (fat pair, DSO cores), nothing else."""
+    objects = [e[1] for e in _ENTRIES if path in _made_from(e[2])]
+    if not objects:
+        errors.fail(f"FILE={env['FILE']}: no object of this build is made from {path} "
+                    "(a header? `scons compile` takes a .c, .cpp, .cu or .gperf the build compiles)")
+    env.Alias("compile", objects)
 
 
 def _entry(env, target, source, command_var, transform) -> dict:
@@ -42,7 +59,7 @@ def _entry(env, target, source, command_var, transform) -> dict:
         arguments = transform(arguments)
     return {
         "directory": env.Dir("#").abspath,
-        "file": source.abspath if hasattr(source, "abspath") else os.path.abspath(str(source)),
+        "file": source.abspath,
         "output": target.abspath,
         "arguments": arguments,
     }
@@ -61,6 +78,8 @@ def _write_compiledb(target, source, env) -> int:
 
 def _finish(env) -> None:
     """Create the database node from every registered entry; called once, after every part is read."""
+    if "compile" in map(str, COMMAND_LINE_TARGETS):
+        _compile_alias(env, buildvars.compile_file(env))
     asked = "compiledb" in map(str, COMMAND_LINE_TARGETS)
     if not env.get("COMPILEDB"):  # turned off (buildvars.validate refused `scons compiledb` with it empty)
         return
