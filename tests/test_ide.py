@@ -182,3 +182,24 @@ def test_help_in_a_fresh_clone_lists_every_target_and_writes_nothing(tmp_path: P
     status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain", "--ignored"], capture_output=True,
                             text=True, check=True).stdout
     assert status == ""
+
+
+def test_explain_names_only_what_one_edit_changed(ide: dict) -> None:
+    run(ide)  # current first: the tests above leave edits reverted, not rebuilt
+    path, old, new = edited(ide, "llama.cpp/ggml/src/ggml.c", "int explain_edit;\n")
+    path.write_text(new)
+    try:
+        proc = run(ide, "--debug=explain")
+    finally:
+        path.write_text(old)
+    out = ide["root"] / "out/o"
+    reasons = [line for line in proc.stdout.splitlines() if line.startswith(("scons: rebuilding", "           `"))]
+    assert reasons == [
+        f"scons: rebuilding `{out}/llama.cpp/ggml/src/ggml.c.o' because the source changed: `{path}'",
+        f"scons: rebuilding `{out}/lib/ggml.a' because these inputs changed:",
+        f"           `{out}/llama.cpp/ggml/src/ggml.c.o'",
+        f"           `{out}/llama.cpp/ggml/src/.aarch64/ggml.c.o'",
+        f"scons: rebuilding `{out}/llamafile/llamafile' because these inputs changed:",
+        f"           `{out}/lib/ggml.a'",
+        f"           `{out}/lib/.aarch64/ggml.a'",
+    ]

@@ -1,0 +1,64 @@
+"""SCons tool: ``--debug=explain`` names the inputs that really changed.
+
+SCons' explain asks each input's decider again, out of the context the real decision had; under
+``content-timestamp`` (SConstruct) that call reports every input of a target as changed: one ``.c``
+edit listed each header of its object and every member of the archive. This tool's explain compares
+what the decision compares, each input's content signature against the one the last build recorded,
+so an edited source reads "because the source changed" and an archive or link lists only the objects
+that changed. Everything else (a new or removed dependency, a changed command) reads as SCons says it.
+
+Construction variables: none. Installing the tool replaces ``SCons.Node.Node.explain`` once.
+"""
+from __future__ import annotations
+
+import SCons.Node
+import SCons.Node.FS
+
+_scons_explain = SCons.Node.Node.explain
+
+
+def _changed(node, recorded) -> bool:
+    old = getattr(recorded, "csig", None)
+    if isinstance(node, SCons.Node.FS.File) and old is not None:
+        return node.get_csig() != old
+    return SCons.Node._decider_map[node.changed_since_last_build](node, None, recorded)
+
+
+def explain(self) -> str | None:
+    if not self.exists() or self.always_build:
+        return _scons_explain(self)
+    stored = self.get_stored_info()
+    binfo = getattr(stored, "binfo", None)
+    if binfo is None:
+        return _scons_explain(self)
+    binfo.prepare_dependencies()
+    try:
+        old = dict(zip(binfo.bsources + binfo.bdepends + binfo.bimplicit,
+                       binfo.bsourcesigs + binfo.bdependsigs + binfo.bimplicitsigs))
+    except AttributeError:
+        return _scons_explain(self)
+    new = self.get_binfo()
+    kids = new.bsources + new.bdepends + new.bimplicit
+    if any(k not in old for k in kids) or len(kids) != len(old):
+        return _scons_explain(self)  # a dependency came or went: SCons says which
+    changed = [k for k in kids if _changed(k, old[k])]
+    if not changed:
+        return _scons_explain(self)  # the command, or the order of the inputs
+
+    def name(node) -> str:
+        return str(self.dir.Entry(node)) if hasattr(node, "dir") else str(node)
+
+    if changed == list(self.sources[:1]) and len(changed) == 1:
+        return f"rebuilding `{self}' because the source changed: `{name(changed[0])}'\n"
+    if len(changed) == 1:
+        return f"rebuilding `{self}' because `{name(changed[0])}' changed\n"
+    return f"rebuilding `{self}' because these inputs changed:\n" + "".join(
+        f"           `{name(k)}'\n" for k in changed)
+
+
+def generate(env) -> None:
+    SCons.Node.Node.explain = explain
+
+
+def exists(env) -> bool:
+    return True
