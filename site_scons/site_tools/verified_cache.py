@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 
 import SCons.Action
@@ -100,7 +101,7 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
                 pass
         self.hits += 1
         if SCons.Action.print_actions:
-            print(f"Retrieved `{node}' from cache")
+            sys.stdout.write(f"Retrieved `{node}' from cache\n")  # one write: print()'s two interleave under -j
         if SCons.CacheDir.cache_show:
             node.build(presub=0, execute=0)
         return True
