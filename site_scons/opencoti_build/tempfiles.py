@@ -20,11 +20,12 @@ def create(dest: Path | str) -> tuple[int, Path]:
     return fd, Path(name)
 
 
-def remove_stale(directory: Path | str) -> list[Path]:
-    """Remove the temporary files in ``directory`` whose writer is gone; return them."""
+def remove_stale(directory: Path | str, dest_name: str = "") -> list[Path]:
+    """Remove the temporary files in ``directory`` (only ``dest_name``'s when given) whose writer is gone."""
     removed = []
+    prefix = f".{dest_name}." if dest_name else "."
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(".") and n.endswith(".tmp")]
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
     except FileNotFoundError:
         return removed
     for name in names:

@@ -20,7 +20,7 @@ import SCons.Action
 import SCons.Subst
 from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
 
-from opencoti_build import buildvars, compdb, errors
+from opencoti_build import buildvars, compdb, errors, tempfiles
 
 # (env, target, source, command variable, transform of the argument list), in registration order
 _ENTRIES: list[tuple[object, object, object, str, Callable[[list[str]], list[str]] | None]] = []
@@ -70,9 +70,12 @@ def _write_compiledb(target, source, env) -> int:
     text = compdb.render(compdb.merged(compdb.read(path), _STATE["entries"]))
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
     if old != text:  # leave clangd's file alone when nothing changed
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tempfiles.remove_stale(os.path.dirname(path), os.path.basename(path))  # a killed run's write of it
+        fd, tmp = tempfiles.create(path)  # locked while written; renamed into place whole
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.replace(path + ".tmp", path)
+        os.replace(tmp, path)
     return 0
 
 
