@@ -25,8 +25,9 @@ def mirror_path(build: Path) -> Path:
 
 
 def nvcc_compiles(stdout: str) -> list[str]:
-    """The source files of the nvcc -c commands a build ran."""
-    return sorted(Path(line.split()[-1]).name for line in stdout.splitlines() if "/nvcc -c " in line)
+    """The source files a build ran nvcc on: its ``NVCC <x.cu.o>`` lines, or with VERBOSE=1 its nvcc -c commands."""
+    short = [Path(line.split()[1]).name[: -len(".o")] for line in stdout.splitlines() if line.startswith("NVCC ")]
+    return sorted(short + [Path(line.split()[-1]).name for line in stdout.splitlines() if "/nvcc -c " in line])
 
 
 def cuda_build(src: Path, build: Path, *extra: str, check: bool = True):
@@ -63,7 +64,7 @@ def test_sources_follow_the_selection_rules(built) -> None:
 
 
 def test_fa_all_quants_by_default_adds_the_mixed_instances(tmp_path: Path) -> None:
-    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, "-n", "cuda", build=tmp_path)
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, "-n", "VERBOSE=1", "cuda", build=tmp_path)
     assert "fattn-vec-instance-q4_0-f16.cu" in nvcc_compiles(proc.stdout)
     assert "-DGGML_CUDA_FA_ALL_QUANTS" in proc.stdout
 

@@ -140,7 +140,14 @@ def mirror_path(build: Path) -> Path:
 
 
 def hipcc_lines(stdout: str) -> list[str]:
-    return [line for line in stdout.splitlines() if re.match(r"^\S*hipcc -x hip -c ", line)]
+    """The hipcc steps a build ran: ``HIPCC <x.cu.o>`` lines, or with VERBOSE=1 the hipcc commands."""
+    return [line for line in stdout.splitlines() if re.match(r"^\S*hipcc -x hip -c |HIPCC ", line)]
+
+
+def hipcc_source(line: str) -> str:
+    """The source file name a hipcc line compiled (``x.cu`` from ``HIPCC …/x.cu.o`` or the command's last word)."""
+    last = Path(line.rsplit(" ", 1)[1]).name
+    return last[: -len(".o")] if line.startswith("HIPCC ") else last
 
 
 def rocm(tree: Path, build: Path, *args: str):
@@ -177,7 +184,7 @@ def test_offload_arch_this_rocm_lacks_is_one_error_and_builds_nothing(tree: Path
 
 @needs_hipcc
 def test_default_targets_warn_per_skipped_target(tree: Path, tmp_path: Path) -> None:
-    proc = rocm(tree, tmp_path, "-n")  # dry run: the probe and the commands
+    proc = rocm(tree, tmp_path, "-n", "VERBOSE=1")  # dry run: the probe and the commands
     support = this_rocm().ProbeRocm().support
     expected, warnings = rocm_archs.default_archs(support)
     assert [line for line in proc.stderr.splitlines() if line.startswith("WARN: rocm: skipping")] == [
@@ -192,5 +199,5 @@ def test_cuh_edit_recompiles_its_includers_only(tree: Path, tmp_path: Path) -> N
     common = tree / "llama.cpp/ggml/src/ggml-cuda/common.cuh"
     common.write_text(common.read_text() + "\n#define CUDA_EDITED 1\n")
     proc = rocm(tree, tmp_path, "OFFLOAD_ARCH=gfx906")
-    compiled = sorted(Path(line.rsplit(" ", 1)[1]).name for line in hipcc_lines(proc.stdout))
+    compiled = sorted(hipcc_source(line) for line in hipcc_lines(proc.stdout))
     assert compiled == ["fattn-vec-instance-f16-f16.cu", "ggml-cuda.cu", "mmq-instance-q4_0.cu", "scale.cu"]
