@@ -83,9 +83,12 @@ def _finish(env) -> None:
     """Create the database node from every registered entry; called once, after every part is read."""
     if "compile" in map(str, COMMAND_LINE_TARGETS):
         _compile_alias(env, buildvars.compile_file(env))
-    asked = "compiledb" in map(str, COMMAND_LINE_TARGETS)
+    names = set(map(str, COMMAND_LINE_TARGETS))
+    asked = "compiledb" in names
     if not env.get("COMPILEDB"):  # turned off (buildvars.validate refused `scons compiledb` with it empty)
         return
+    if names and names <= NOT_COMPILING:
+        return  # nothing compiles: no entries expanded, the file left as it is
     entries = compdb.one_per_file(_entry(*e) for e in _ENTRIES)
     _STATE["entries"] = entries
     digest = hashlib.sha256(compdb.render(entries).encode()).hexdigest()
@@ -99,10 +102,9 @@ def _finish(env) -> None:
     env.Alias("compiledb", db + generated)
     if asked or not entries:
         return
-    names = set(map(str, COMMAND_LINE_TARGETS))
     if not names:
         Default(db)
-    elif not names <= NOT_COMPILING:
+    else:
         BUILD_TARGETS.append(db[0])
 
 
