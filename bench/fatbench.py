@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench import fattree, makebuild
 from bench.measure import Run, median, run
-from opencoti_build import sources
+from opencoti_build import sources, summary
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class SconsBuild:
 
     def build(self) -> Outcome:
         result = run(self.argv)
-        compiles = sum(1 for line in result.output.splitlines() if line.startswith("FATCC "))
+        compiles = sum(1 for line in summary.unprefixed(result.output) if line.startswith("FATCC "))
         return Outcome(result.returncode, result.wall, compiles)
 
     def wipe_outputs(self) -> None:

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.measure import median, run
+from opencoti_build import summary
 
 LEAF_HEADER = "src/llama-sampler.h"
 CORE_HEADER = "ggml/include/ggml.h"
@@ -82,7 +83,7 @@ class SconsNative:
 
     def build(self) -> Outcome:
         r = run(self.argv)
-        lines = r.output.splitlines()
+        lines = summary.unprefixed(r.output)
         return Outcome(r.returncode, r.wall, sum(1 for line in lines if line.startswith("NATIVECC ")),
                        sum(1 for line in lines if line.startswith("Retrieved `")), r.max_rss_kib)
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from opencoti_build import summary
+
 PROJECT = Path(__file__).resolve().parents[1]
 MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"
 
@@ -44,7 +46,7 @@ def scons(*args: str, build: Path, home: Path | None = None, check: bool = True,
 
 def compiled(proc: subprocess.CompletedProcess[str]) -> list[str]:
     """The fat objects a build compiled (one ``FATCC <x86 object> (+ .aarch64)`` line each)."""
-    return sorted(line.split()[1] for line in proc.stdout.splitlines() if line.startswith("FATCC "))
+    return sorted(line.split()[1] for line in summary.unprefixed(proc.stdout) if line.startswith("FATCC "))
 
 
 @pytest.fixture

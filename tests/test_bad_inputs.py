@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import MINI_TREE, PROJECT, scons
-from opencoti_build import buildvars, errors, fatcc, sources, targets
+from opencoti_build import buildvars, errors, fatcc, sources, summary, targets
 from packaging_support import write_gguf
 
 ARCH = "x86_64"
@@ -317,7 +317,7 @@ def test_a_cosmocc_that_writes_no_twin_is_an_error_naming_the_object(tmp_path: P
     assert len(errors_) == 1, proc.stderr
     obj = errors_[0].split("[", 1)[1].split("]", 1)[0]
     twin = str(Path(obj).parent / ".aarch64" / Path(obj).name)
-    source = next(line for line in proc.stdout.splitlines() if line.startswith("FATCC "))
+    source = next(line for line in summary.unprefixed(proc.stdout) if line.startswith("FATCC "))
     assert errors_[0].startswith(f"scons: *** [{obj}] COSMOCC={toolchain} compiled ")
     assert errors_[0].endswith(f" but wrote no {twin} (a fat compile writes X.o and .aarch64/X.o); point COSMOCC at a "
                                "cosmocc release whose driver builds both, or leave COSMOCC empty for the stand-in")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import MINI_TREE, scons
 
-from opencoti_build import nvfatbin
+from opencoti_build import nvfatbin, summary
 
 NVCC_ROOT = Path("/usr/local/cuda-13.0")
 pytestmark = pytest.mark.skipif(not (NVCC_ROOT / "bin" / "nvcc").exists(), reason="needs nvcc 13")
@@ -26,7 +26,7 @@ def mirror_path(build: Path) -> Path:
 
 def nvcc_compiles(stdout: str) -> list[str]:
     """The source files a build ran nvcc on: its ``NVCC <x.cu.o>`` lines, or with VERBOSE=1 its nvcc -c commands."""
-    short = [Path(line.split()[1]).name[: -len(".o")] for line in stdout.splitlines() if line.startswith("NVCC ")]
+    short = [Path(line.split()[1]).name[: -len(".o")] for line in summary.unprefixed(stdout) if line.startswith("NVCC ")]
     return sorted(short + [Path(line.split()[-1]).name for line in stdout.splitlines() if "/nvcc -c " in line])
 
 

@@ -11,7 +11,7 @@ import pytest
 from SCons.Environment import Environment
 
 from conftest import PROJECT, scons
-from opencoti_build import hipbundle, rocm_archs
+from opencoti_build import hipbundle, rocm_archs, summary
 
 TOOLS = PROJECT / "site_scons" / "site_tools"
 VERSION = "0.10.3"
@@ -141,7 +141,7 @@ def mirror_path(build: Path) -> Path:
 
 def hipcc_lines(stdout: str) -> list[str]:
     """The hipcc steps a build ran: ``HIPCC <x.cu.o>`` lines, or with VERBOSE=1 the hipcc commands."""
-    return [line for line in stdout.splitlines() if re.match(r"^\S*hipcc -x hip -c |HIPCC ", line)]
+    return [line for line in summary.unprefixed(stdout) if re.match(r"^\S*hipcc -x hip -c |HIPCC ", line)]
 
 
 def hipcc_source(line: str) -> str:

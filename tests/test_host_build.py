@@ -12,6 +12,7 @@ import lief
 import SCons.dblite
 
 from conftest import MINI_TREE, PROJECT, compiled, scons
+from opencoti_build import summary
 
 BINARY = "out/o/llamafile/llamafile"
 
@@ -166,7 +167,7 @@ def test_warm_cache_restores_every_twin_with_zero_compiles(tmp_path: Path) -> No
     shutil.rmtree(build / "out")  # wipe the build output, keep the cache
     again = scons(f"SRC={MINI_TREE}", build=build)
     assert compiled(again) == []
-    restored = {line.split("`")[1].split("'")[0] for line in again.stdout.splitlines() if line.startswith("Retrieved")}
+    restored = {line.split("`")[1].split("'")[0] for line in summary.unprefixed(again.stdout) if line.startswith("Retrieved")}
     for obj in objects(build):
         assert str(obj) in restored and str(twin(obj)) in restored
         assert lief.ELF.parse(str(twin(obj))).header.machine_type == lief.ELF.ARCH.AARCH64

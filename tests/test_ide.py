@@ -41,7 +41,7 @@ def entries(ide: dict) -> list[dict]:
 
 
 def steps(proc: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in proc.stdout.splitlines() if line.startswith(STEP_WORDS)]
+    return [line for line in summary.unprefixed(proc.stdout) if line.startswith(STEP_WORDS)]
 
 
 def test_cold_build_counts_every_step_and_keeps_the_database(ide: dict) -> None:
@@ -49,6 +49,8 @@ def test_cold_build_counts_every_step_and_keeps_the_database(ide: dict) -> None:
     assert cold.stdout.splitlines()[-1].endswith(" s")
     counts = summary.parse(cold.stdout.splitlines()[-1])
     assert counts == {"compiled": len(steps(cold)), "cached": 0, "current": 0, "failed": 0}
+    # [n/N] on every step line, N known from the first line on and equal to the steps that ran
+    assert summary.progress(cold.stdout) == [(n, counts["compiled"]) for n in range(1, counts["compiled"] + 1)]
     assert len(compiled(cold)) >= 30  # every TU compiled
     files = {Path(e["file"]).name for e in entries(ide)}  # written by the plain build, no `compiledb` asked
     assert {"ggml.c", "llamafile.c", "main.cpp"} <= files
@@ -114,6 +116,8 @@ def test_a_warm_cache_after_removing_the_build_compiles_nothing(ide: dict) -> No
     warm = run(ide)
     counts = summary.parse(warm.stdout)
     assert counts is not None and counts["compiled"] == 0 and steps(warm) == []
+    shown = sorted(set(summary.progress(warm.stdout)))  # a pair's two "Retrieved" lines share their n
+    assert shown == [(n, counts["cached"]) for n in range(1, counts["cached"] + 1)]
     assert counts["cached"] == summary.parse(ide["cold"].stdout)["compiled"]
     assert summary.parse(run(ide).stdout) == {"compiled": 0, "cached": 0, "current": counts["cached"], "failed": 0}
 
@@ -157,7 +161,7 @@ def test_compile_builds_the_objects_of_one_source_and_nothing_else(ide: dict) ->
         path.write_text(old)
     out = ide["root"] / "out"
     assert compiled(proc) == [str(out / "o/llama.cpp/ggml/src/ggml.c.o")]
-    assert [line for line in proc.stdout.splitlines() if line.startswith("DSOCC ")] == [
+    assert [line for line in summary.unprefixed(proc.stdout) if line.startswith("DSOCC ")] == [
         f"DSOCC {out}/backends/ggml-core/llama.cpp/ggml/src/ggml.c.o"]
     assert summary.parse(proc.stdout)["compiled"] == 2 and "FATAR" not in proc.stdout
 
@@ -168,7 +172,7 @@ def test_help_in_a_fresh_clone_lists_every_target_and_writes_nothing(tmp_path: P
     for rel in ("SConstruct", "site_scons"):  # this checkout's working files (the test may run uncommitted)
         shutil.rmtree(clone / rel, ignore_errors=True) if (clone / rel).is_dir() else None
         if (PROJECT / rel).is_dir():
-            shutil.copytree(PROJECT / rel, clone / rel, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(PROJECT / rel, clone / rel, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         else:
             shutil.copy(PROJECT / rel, clone / rel)
     subprocess.run(["git", "-C", str(clone), "add", "-A"], check=True)

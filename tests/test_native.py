@@ -11,7 +11,7 @@ import pytest
 
 from conftest import MINI_TREE, scons
 from native_support import DOWNLOAD, sdist_llamacpp
-from opencoti_build import cublas, native_lane, sources, templates
+from opencoti_build import cublas, native_lane, sources, summary, templates
 
 PROJECT = Path(__file__).resolve().parents[1]
 MINI = f"SRC={MINI_TREE}"
@@ -205,7 +205,7 @@ def test_cuda_half_compiles_real_cu_files_against_cublas_and_resolves_by_rpath(t
     if "no cuBLAS" in proc.stderr:
         pytest.skip(proc.stderr.strip().splitlines()[-1])
     lib = tmp_path / "b" / "out" / "native" / "lib" / "libggml-cuda.so"
-    compiled = sorted(line.split("/")[-1] for line in proc.stdout.splitlines() if line.startswith("NVCC "))
+    compiled = sorted(line.split("/")[-1] for line in summary.unprefixed(proc.stdout) if line.startswith("NVCC "))
     assert compiled == [f"{name}.o" for name in CUDA_SUBSET]
     deps = ldd(lib)
     assert deps["libggml-base.so"].split()[0] == str(lib.with_name("libggml-base.so"))

@@ -9,7 +9,7 @@ import pytest
 from conftest import MINI_TREE, scons
 from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
 
-from opencoti_build import versioning
+from opencoti_build import summary, versioning
 
 VERSION = versioning.llamafile_version(MINI_TREE)
 TAG = versioning.opencoti_tag(Path(__file__).resolve().parents[1] / "vendors" / "llamafile" / "OPENCOTI_TAG")
@@ -89,7 +89,7 @@ def test_repackaging_happens_only_when_inputs_change_and_is_byte_identical(tmp_p
 
     write_gguf(inputs["model"], values=32)  # only the embedder holds the model
     changed = package(tmp_path, *argv)
-    assert [line.split()[1] for line in changed.stdout.splitlines() if line.startswith("PACKAGE ")] == [
+    assert [line.split()[1] for line in summary.unprefixed(changed.stdout) if line.startswith("PACKAGE ")] == [
         str(dist(tmp_path) / EMBEDDER)]
 
 

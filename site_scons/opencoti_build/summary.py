@@ -8,6 +8,7 @@ compile database's own rewrite is not a step of the build and is not counted.
 """
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -32,10 +33,21 @@ def line(counts: Counts, seconds: float) -> str:
     return f"{text} in {seconds:.1f} s"
 
 
+PROGRESS = re.compile(r"^\[\d+/\d+\] ")  # the prefix site_tools/build_summary gives each step's line
+
+
+def unprefixed(text: str) -> list[str]:
+    """The lines of a build's output with the ``[n/N] `` progress prefix removed (for parsers of step lines)."""
+    return [PROGRESS.sub("", line) for line in text.splitlines()]
+
+
+def progress(text: str) -> list[tuple[int, int]]:
+    """Every (n, N) a build's output shows, in order."""
+    return [(int(n), int(total)) for n, total in re.findall(r"^\[(\d+)/(\d+)\] ", text, re.M)]
+
+
 def parse(text: str) -> dict[str, int] | None:
     """The numbers of the last summary line in ``text`` (None when there is none), for tests and scripts."""
-    import re
-
     found = re.findall(r"^(\d+) compiled, (\d+) from cache, (\d+) up to date(?:, (\d+) failed)? in [0-9.]+ s$",
                        text, re.M)
     if not found:

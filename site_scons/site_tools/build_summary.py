@@ -1,9 +1,18 @@
-"""SCons tool: counts what each step did and prints opencoti_build.summary's line when the build ends.
+"""SCons tool: ``[n/N]`` before each step's line, and opencoti_build.summary's line when the build ends.
 
 SCons ends with "done building targets" (nothing with -Q): no count an IDE or a script could read.
 This tool wraps SCons' BuildTask.executed/failed (once per process) to classify each finished task
 whose target is a built file, and prints the summary at exit. Step lines are written in one write
 each (PRINT_CMD_LINE_FUNC), so two steps finishing at once under -j never share a line.
+
+N is known before the first step starts, as Ninja knows it: once the SConscripts are read, a plan
+walks the requested targets' graph bottom-up. A step whose input is rebuilt in this run is counted
+without asking more (Ninja's dirty propagation); any other is asked exactly what the build will ask
+(``is_up_to_date``: inputs, then exact_outputs' record). That question is only put to a node whose
+inputs are final for this run, so the signatures it memoises are the ones the build itself uses, and
+its answer is kept (SCons' own ``allowcache``) instead of being computed twice. A step whose inputs
+are only known once a generated source exists may still be found current at run time: then N is
+larger than the steps shown, never smaller.
 
 Construction variables set: PRINT_CMD_LINE_FUNC. A node whose ``attributes.not_a_step`` is true (the
 compile database) is not counted.
@@ -11,12 +20,12 @@ compile database) is not counted.
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import threading
 import time
 
 import SCons.Node
+import SCons.Node.Alias
 import SCons.Node.FS
 import SCons.Script
 import SCons.Script.Main
@@ -24,6 +33,8 @@ import SCons.Script.Main
 from opencoti_build import summary
 
 COUNTS = summary.Counts()
+_STEPS: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
+_PLANNED: list[int] = [0]
 _START = getattr(SCons.Script, "start_time", None) or time.time()  # SCons' own start: reading counts too
 _PRINT_LOCK = threading.Lock()
 _installed: list[bool] = []
@@ -53,10 +64,65 @@ def _failed(task, original=SCons.Script.Main.BuildTask.failed) -> None:
     original(task)
 
 
-def _print_line(text: str, target, source, env) -> None:
+def step_prefix(node) -> str:
+    """``[n/N] `` for the step writing ``node`` (its first line takes the next n); "" for bookkeeping."""
+    if not _counted(node):
+        return ""
     with _PRINT_LOCK:
-        sys.stdout.write(text + "\n")
+        n = _STEPS.setdefault(id(node.get_executor()), len(_STEPS) + 1)
+    return f"[{n}/{max(_PLANNED[0], n)}] "
+
+
+def _print_line(text: str, target, source, env) -> None:
+    line = step_prefix(target[0]) + text if target else text
+    with _PRINT_LOCK:
+        sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+def _will_run(node, plan: dict, executors: set) -> bool:
+    """True when ``node`` is rebuilt (or restored) in this run; every step that is goes into ``executors``."""
+    if node in plan:
+        return plan[node]
+    plan[node] = False  # a cycle is SCons' to report
+    inputs_rebuilt = False
+    for child in node.children():
+        inputs_rebuilt |= _will_run(child, plan, executors)
+    if not node.has_builder():
+        plan[node] = inputs_rebuilt
+        return inputs_rebuilt
+    if isinstance(node, SCons.Node.FS.File):
+        if inputs_rebuilt or node.always_build:
+            rebuilt = True
+        else:
+            if node.exists():
+                node.changed(allowcache=True)  # inputs final: the build reuses this answer
+            rebuilt = not node.is_up_to_date()
+        if rebuilt and _counted(node):
+            executors.add(id(node.get_executor()))
+    else:
+        rebuilt = inputs_rebuilt or bool(node.always_build)
+    plan[node] = rebuilt
+    return rebuilt
+
+
+def _requested(env) -> list:
+    nodes = []
+    for target in SCons.Script.BUILD_TARGETS:
+        if isinstance(target, SCons.Node.Node):
+            nodes.append(target)
+        else:
+            nodes.append(SCons.Node.Alias.default_ans.lookup(str(target)) or env.Entry(str(target)))
+    return nodes
+
+
+def plan(env) -> int:
+    """N: the steps this run will execute (see the module docstring)."""
+    executors: set = set()
+    visited: dict = {}
+    for node in _requested(env):
+        _will_run(node, visited, executors)
+    return len(executors)
 
 
 def _say_summary() -> None:
@@ -66,9 +132,10 @@ def _say_summary() -> None:
 
 
 def start(env) -> None:
-    """Print the summary when this process exits (call once the SConscripts are read)."""
+    """Plan N and print the summary when this process exits (call once the SConscripts are read)."""
     if not _installed:
         _installed.append(True)
+        _PLANNED[0] = plan(env)
         atexit.register(_say_summary)
 
 

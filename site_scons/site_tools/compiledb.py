@@ -66,7 +66,7 @@ def _entry(env, target, source, command_var, transform) -> dict:
 
 
 def _write_compiledb(target, source, env) -> int:
-    path = str(target[0])
+    path = target[0].get_abspath()  # str() is relative to the top dir: its dirname may be ""
     text = compdb.render(compdb.merged(compdb.read(path), _STATE["entries"]))
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
     if old != text:  # leave clangd's file alone when nothing changed
@@ -75,7 +75,8 @@ def _write_compiledb(target, source, env) -> int:
         fd, tmp = tempfiles.create(path)  # locked while written; renamed into place whole
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.replace(tmp, path)
+            os.fchmod(fh.fileno(), 0o644)  # mkstemp's 0600 would hide it from an IDE run as another user
+            os.replace(tmp, path)
     return 0
 
 

@@ -27,6 +27,7 @@ import SCons.Action
 import SCons.CacheDir
 import SCons.Util
 
+import build_summary
 from opencoti_build import cache_entry, errors, tempfiles
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -101,7 +102,8 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
                 pass
         self.hits += 1
         if SCons.Action.print_actions:
-            sys.stdout.write(f"Retrieved `{node}' from cache\n")  # one write: print()'s two interleave under -j
+            # one write: print()'s two interleave under -j; [n/N] as every step line has (build_summary)
+            sys.stdout.write(f"{build_summary.step_prefix(node)}Retrieved `{node}' from cache\n")
         if SCons.CacheDir.cache_show:
             node.build(presub=0, execute=0)
         return True
