@@ -14,7 +14,7 @@ import pytest
 from vendored_tree import MINI, diff, file_protocol_env, git, make_tree, mini_contents
 
 PROJECT = Path(__file__).resolve().parents[1]
-FATCC = re.compile(r"^FATCC (\S+\.o) \(\+ \.aarch64\)$", re.M)
+FATCC = re.compile(r"^(?:\[\d+/\d+\] )?FATCC (\S+\.o) \(\+ \.aarch64\)$", re.M)
 
 
 @pytest.fixture
