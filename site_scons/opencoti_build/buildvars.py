@@ -13,11 +13,11 @@ from typing import Any
 
 from SCons.Variables import BoolVariable, EnumVariable, Variables
 
-from opencoti_build import patch_series
+from opencoti_build import patch_series, upstream_pin
 from opencoti_build.errors import UserError, os_error_line
 
 PROJECT = Path(__file__).resolve().parents[2]
-DEFAULT_SRC = "vendors/sources/llamafile"
+DEFAULT_SRC = upstream_pin.LLAMAFILE_PATH
 
 HELP_TARGETS = """\
 opencoti llamafile build
@@ -109,8 +109,9 @@ def checked_source_tree(env: Mapping[str, Any]) -> str:
     """:func:`source_tree`, checked to hold a llamafile tree that cosmocc can be given."""
     src = Path(source_tree(env))
     if not (src / "llamafile" / "version.h").is_file():
-        hint = ("run `git submodule update --init` (or `scons apply`)" if env["SRC"] == DEFAULT_SRC
-                else "point SRC= at a llamafile checkout")
+        hint = (f"it is a git submodule (llamafile {upstream_pin.LLAMAFILE_VERSION} at {upstream_pin.LLAMAFILE_COMMIT[:7]}): "
+                f"run `git submodule update --init --recursive {DEFAULT_SRC}` or clone with --recursive"
+                if env["SRC"] == DEFAULT_SRC else "point SRC= at a llamafile checkout")
         raise SourceTreeError(f"no llamafile source tree at {src} (looked for llamafile/version.h); {hint}")
     if " " in str(src):
         raise SourceTreeError(f"SRC path {src} contains a space, which cosmocc refuses in any argument; "
