@@ -44,7 +44,8 @@ class SconsBuild:
     def __init__(self, project: Path, tree: Path, work: Path, jobs: int) -> None:
         self.tree, self.work, self.out = tree, work, work / "out"
         vars_ = {"SRC": tree, "BUILD_DIR": self.out, "CACHE_DIR": work / "cache", "DIST_DIR": work / "dist",
-                 "BACKEND_DIST_DIR": work / "vendors-dist", "COMPILEDB": work / "compile_commands.json"}
+                 "BACKEND_DIST_DIR": work / "vendors-dist", "COMPILEDB": work / "compile_commands.json",
+                 "COSMOCC": "stand-in"}  # measured with the stand-in, never a downloaded cosmocc
         self.argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", f"-j{jobs}",
                      *(f"{k}={v}" for k, v in vars_.items())]
 

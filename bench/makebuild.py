@@ -31,7 +31,7 @@ def _q(arg: str) -> str:
 def scons_compile_commands(project: Path, tree: Path, build: Path) -> dict[str, list[str]]:
     """x86 object path -> the fat compile argv SCons would run for it (a dry run, nothing written)."""
     scratch = build.parent / (build.name + "-dry-run")
-    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "-n", "--cache-disable", "VERBOSE=1",
+    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "-n", "--cache-disable", "VERBOSE=1", "COSMOCC=stand-in",
             f"SRC={tree}", f"BUILD_DIR={build}", f"DIST_DIR={scratch}/dist", f"BACKEND_DIST_DIR={scratch}/vd",
             f"COMPILEDB={scratch}/compile_commands.json"]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)

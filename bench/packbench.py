@@ -52,7 +52,7 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     args = work / "bench.args"
     args.write_text(f"--strace\n--ftrace /zip/{model.name}\n")  # options the pledge APE knows
     build = work / "b"
-    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", "CPU_ONLY=1", "ARCH=x86_64",
+    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", "CPU_ONLY=1", "ARCH=x86_64", "COSMOCC=stand-in",
             f"HOST={host}", f"MODEL={model}", f"ARGS={args}", f"BUILD_DIR={build / 'out'}",
             f"CACHE_DIR={build / 'cache'}", f"DIST_DIR={build / 'dist'}", f"BACKEND_DIST_DIR={build / 'vd'}",
             f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}"]

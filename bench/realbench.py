@@ -76,7 +76,7 @@ class SconsNative:
 
     def __init__(self, project: Path, tree: Path, work: Path, jobs: int) -> None:
         self.out, self.cache = work / "out", work / "cache"
-        self.argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", f"-j{jobs}", "native", "CPU_ONLY=1",
+        self.argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", f"-j{jobs}", "native", "CPU_ONLY=1", "COSMOCC=stand-in",
                      f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}", f"LLAMACPP={tree}",
                      f"BUILD_DIR={self.out}", f"CACHE_DIR={self.cache}", f"COMPILEDB={work / 'compile_commands.json'}"]
         self.server = self.out / "native" / "bin" / "llama-server"

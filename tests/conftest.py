@@ -28,7 +28,8 @@ def scons_command(*args: str, build: Path, home: Path | None = None, project: Pa
     given = {a.split("=", 1)[0] for a in args if "=" in a and not a.startswith("-")}
     argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q"]
     argv += [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args)
-    env = dict(os.environ, HOME=str(home or build / "home"))
+    # The stand-in, explicitly: tests never download cosmocc (a test of provisioning overrides this).
+    env = dict(os.environ, HOME=str(home or build / "home"), OPENCOTI_COSMOCC="stand-in")
     env.update(env_extra or {})
     Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
     return argv, env

@@ -183,7 +183,7 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
      "point SRC= at a llamafile-0.10 tree"),
     ("cosmocc-without-a-driver", ("COSMOCC={in}/adir",),
      "COSMOCC={in}/adir has no executable bin/cosmocc; point COSMOCC at an unpacked cosmocc release "
-     "(the directory holding bin/cosmocc), or leave it empty for the stand-in"),
+     "(the directory holding bin/cosmocc), leave it empty for the pinned one, or COSMOCC=stand-in"),
     # --- package: MODEL -------------------------------------------------------------------------------
     ("model-truncated", PACKAGE + ("MODEL={in}/truncated.gguf",),
      "MODEL={in}/truncated.gguf is truncated: metadata 'llama.block_count' runs past its end (100 bytes); "
@@ -320,7 +320,7 @@ def test_a_cosmocc_that_writes_no_twin_is_an_error_naming_the_object(tmp_path: P
     source = next(line for line in summary.unprefixed(proc.stdout) if line.startswith("FATCC "))
     assert errors_[0].startswith(f"scons: *** [{obj}] COSMOCC={toolchain} compiled ")
     assert errors_[0].endswith(f" but wrote no {twin} (a fat compile writes X.o and .aarch64/X.o); point COSMOCC at a "
-                               "cosmocc release whose driver builds both, or leave COSMOCC empty for the stand-in")
+                               "cosmocc release whose driver builds both, or COSMOCC=stand-in for the stand-in")
     assert source.split()[1] == obj and "Traceback" not in proc.stderr
     # neither half is kept, and nothing went to the cache
     assert not Path(obj).exists() and not Path(twin).exists()

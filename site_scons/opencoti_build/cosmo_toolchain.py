@@ -26,6 +26,7 @@ class ToolchainError(UserError):
 class Toolchain:
     kind: str  # "cosmocc" or "stand-in"
     root: Path
+    origin: str = ""  # "pinned 4.0.2, downloaded" for the provisioned one (opencoti_build.provision)
 
     @property
     def cc(self) -> str:
@@ -51,25 +52,29 @@ class Toolchain:
 
     def describe(self) -> str:
         if self.kind == "stand-in":
-            return f"cosmocc stand-in ({self.root}/bin: gcc + aarch64-linux-gnu-gcc; set COSMOCC=DIR for the real one)"
-        return f"cosmocc at {self.root}"
+            return (f"cosmocc stand-in ({self.root}/bin: gcc + aarch64-linux-gnu-gcc; "
+                    "empty COSMOCC= for the pinned cosmocc, COSMOCC=DIR for yours)")
+        return f"cosmocc at {self.root}" + (f" ({self.origin})" if self.origin else "")
 
     def record(self) -> str:
         """What MANIFEST.json says made the host: no path of the checkout (the stand-in lives in it)."""
         if self.kind == "stand-in":
             return "cosmocc stand-in (gcc + aarch64-linux-gnu-gcc)"
+        if self.origin:  # the pinned one lives in the checkout: its version, not its path
+            return f"cosmocc {self.origin.split(',')[0]}"
         return self.describe()
 
 
 def find_toolchain(cosmocc_dir: str) -> Toolchain:
-    if not cosmocc_dir:
+    """The toolchain unpacked at ``cosmocc_dir`` ("stand-in": the project's; opencoti_build.provision decides)."""
+    if cosmocc_dir == "stand-in":
         return Toolchain("stand-in", SHIM_DIR)
     root = Path(cosmocc_dir).expanduser().resolve()
     missing = [t for t in TOOLS if not os.access(root / "bin" / t, os.X_OK)]
     if missing:
         raise ToolchainError(
             f"COSMOCC={cosmocc_dir} has no executable bin/{missing[0]}; point COSMOCC at an unpacked cosmocc "
-            "release (the directory holding bin/cosmocc), or leave it empty for the stand-in")
+            "release (the directory holding bin/cosmocc), leave it empty for the pinned one, or COSMOCC=stand-in")
     return Toolchain("cosmocc", root)
 
 
@@ -77,4 +82,4 @@ def missing_output_message(toolchain: Toolchain, source: str, missing: str) -> s
     """One line for a fat compile that exited 0 without writing ``missing`` (an object or its twin)."""
     who = f"COSMOCC={toolchain.root}" if toolchain.kind == "cosmocc" else "the cosmocc stand-in"
     return (f"{who} compiled {source} but wrote no {missing} (a fat compile writes X.o and .aarch64/X.o); "
-            "point COSMOCC at a cosmocc release whose driver builds both, or leave COSMOCC empty for the stand-in")
+            "point COSMOCC at a cosmocc release whose driver builds both, or COSMOCC=stand-in for the stand-in")

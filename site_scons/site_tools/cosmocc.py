@@ -243,7 +243,8 @@ def _print_toolchain_once(env) -> None:
 
 def generate(env) -> None:
     env.Tool("compiledb")
-    toolchain = find_toolchain(env.get("COSMOCC", ""))
+    # host/SConscript chooses it (opencoti_build.provision); anything else cloning the tool names one.
+    toolchain = env.get("FAT_TOOLCHAIN") or find_toolchain(env.get("COSMOCC") or "stand-in")
     env["FAT_TOOLCHAIN"] = toolchain
     env.SetDefault(
         FATCC=toolchain.cc, FATCXX=toolchain.cxx, FATAR=toolchain.ar, FATLINK=toolchain.cxx,
@@ -288,7 +289,7 @@ def generate(env) -> None:
 
 def exists(env) -> bool:
     try:
-        find_toolchain(env.get("COSMOCC", ""))
+        find_toolchain(env.get("COSMOCC") or "stand-in")
     except ValueError:
         return False
     return True
