@@ -55,7 +55,9 @@ def declare(variables: Variables) -> None:
     variables.AddVariables(
         ("SRC", "llamafile source tree (llamafile-0.10 layout)", DEFAULT_SRC),
         BoolVariable("VERBOSE", "print whole command lines instead of one short line per step", False),
-        ("COSMOCC", "cosmocc toolchain dir (bin/cosmocc, bin/cosmoc++, bin/ar.ape); empty: the gcc-based stand-in",
+        ("COSMOCC", f"cosmocc toolchain dir (bin/cosmocc, bin/cosmoc++, bin/ar.ape); `stand-in`: the gcc-based stand-in; "
+         f"empty: the pinned cosmocc {upstream_pin.COSMOCC_VERSION} in .cosmocc/{upstream_pin.COSMOCC_VERSION}, "
+         "downloaded (sha256-checked) when absent",
          _env_default("OPENCOTI_COSMOCC", "")),
         ("MODE", "cosmocc MODE (selects its runtime libraries; objects go to $BUILD_DIR/o/$MODE)", ""),
         ("TARGET_ARCH", "per-arch tuning flags for every fat compile; empty: the toolchain's default", ""),
