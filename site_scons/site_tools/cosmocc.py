@@ -21,7 +21,8 @@ import SCons.Scanner
 import SCons.Subst
 import SCons.Util
 
-from opencoti_build import build_lock, fatcc
+from opencoti_build import build_lock, fatcc, zip_sources
+from opencoti_build.errors import UserError
 from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
 from opencoti_build.prefix_maps import path_maps, prefix_maps, remap
 from opencoti_build.sources import DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
@@ -235,6 +236,23 @@ def _gperf(target, source, env):
     return 0
 
 
+def _zip_store_emitter(target, source, env):
+    """Targets: the binary and the linker's companions; sources: the linked three, then the tree files."""
+    out, linked = target[0], source[0]
+    companions = [out.dir.File(out.name + s) for s in zip_sources.COMPANIONS]
+    return [out, *companions], [linked, *(linked.dir.File(linked.name + s) for s in zip_sources.COMPANIONS), *source[1:]]
+
+
+def _zip_store(target, source, env):
+    try:
+        zip_sources.write_store(str(source[0]), env["ZIPSTORE_TREE"], list(env["ZIPSTORE_PATHS"]), str(target[0]),
+                                epoch=int(env["SOURCE_DATE_EPOCH"]))
+    except (UserError, OSError) as exc:
+        _remove(target)
+        raise SCons.Errors.BuildError(errstr=str(exc)) from exc
+    return 0
+
+
 def _print_toolchain_once(env) -> None:
     if not env.get("_FAT_TOOLCHAIN_SAID"):
         print(f"toolchain: {env['FAT_TOOLCHAIN'].describe()}")
@@ -280,6 +298,11 @@ def generate(env) -> None:
         action=SCons.Action.Action(_fat_link, _fat_link_str,
                                    varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS", "FATPREFIXMAPS"]),
         emitter=_fat_link_emitter)
+    # The thin binary's own zip store (opencoti_build.zip_sources): ZipStore(out, [linked, *tree files]).
+    env["BUILDERS"]["ZipStore"] = SCons.Builder.Builder(
+        action=SCons.Action.Action(_zip_store, "ZIPSTORE ${TARGETS[0]} (${len(ZIPSTORE_PATHS)} /zip/ sources)",
+                                   varlist=["ZIPSTORE_PATHS", "SOURCE_DATE_EPOCH"]),
+        emitter=_zip_store_emitter)
     env["BUILDERS"]["Gperf"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_gperf, "GPERF $TARGET"),
         suffix=".c", src_suffix=".gperf", single_source=True)
