@@ -294,6 +294,10 @@ LLAMAFILE = Package(
 # for its own instruction set; arm80 and `unsupported` get no extra TARGET_ARCH. Upstream's per-variant
 # -Xx86_64-mtune=… (sandybridge … znver4) is left out: a tuning hint only, and znver4 is unknown to the
 # gcc 12 of the cosmocc stand-in; the build's TARGET_ARCH tuning applies to every variant.
+def _tune(cpu: str) -> tuple[str, ...]:
+    return (f"-Xx86_64-mtune={cpu}",)
+
+
 _AVX = ("-Xx86_64-mavx", "-Xx86_64-mf16c")
 _FMA = _AVX + ("-Xx86_64-mfma",)
 _AVX2 = _FMA + ("-Xx86_64-mavx2",)
@@ -314,15 +318,17 @@ TINYBLAS = Package(
     flags=("-O3", "-fopenmp", "-mgcc"),  # -mgcc: GCC's SIMD intrinsics
     inherits=TINYBLAS_RECIPE,
     per_file=(
-        FileFlags("llamafile/tinyblas_cpu_*_amd_avx.cpp", target_arch=_AVX),
-        FileFlags("llamafile/tinyblas_cpu_*_amd_fma.cpp", target_arch=_FMA),
-        FileFlags("llamafile/tinyblas_cpu_*_amd_avx2.cpp", target_arch=_AVX2),
-        FileFlags("llamafile/tinyblas_cpu_*_amd_avxvnni.cpp", target_arch=_AVX2 + ("-Xx86_64-mavxvnni",)),
-        FileFlags("llamafile/tinyblas_cpu_*_amd_avx512f.cpp", target_arch=_AVX512),
-        FileFlags("llamafile/tinyblas_cpu_*_amd_zen4.cpp", target_arch=_ZEN4),
+        # upstream's `private TARGET_ARCH += -Xx86_64-mtune=<cpu> …` per variant (tuning.py fits the names)
+        FileFlags("llamafile/tinyblas_cpu_*_amd_avx.cpp", target_arch=_tune("sandybridge") + _AVX),
+        FileFlags("llamafile/tinyblas_cpu_*_amd_fma.cpp", target_arch=_tune("bdver2") + _FMA),
+        FileFlags("llamafile/tinyblas_cpu_*_amd_avx2.cpp", target_arch=_tune("skylake") + _AVX2),
+        FileFlags("llamafile/tinyblas_cpu_*_amd_avxvnni.cpp",
+                  target_arch=_tune("alderlake") + _AVX2 + ("-Xx86_64-mavxvnni",)),
+        FileFlags("llamafile/tinyblas_cpu_*_amd_avx512f.cpp", target_arch=_tune("cannonlake") + _AVX512),
+        FileFlags("llamafile/tinyblas_cpu_*_amd_zen4.cpp", target_arch=_tune("znver4") + _ZEN4),
         FileFlags("llamafile/tinyblas_cpu_*_arm82.cpp", target_arch=_ARM82),
-        FileFlags("llamafile/iqk_mul_mat_amd_avx2.cpp", target_arch=_AVX2),
-        FileFlags("llamafile/iqk_mul_mat_amd_zen4.cpp", target_arch=_AVX512 + (
+        FileFlags("llamafile/iqk_mul_mat_amd_avx2.cpp", target_arch=_tune("skylake") + _AVX2),
+        FileFlags("llamafile/iqk_mul_mat_amd_zen4.cpp", target_arch=_tune("skylake") + _AVX512 + (
             "-Xx86_64-mavx512vl", "-Xx86_64-mavx512vnni", "-Xx86_64-mavx512bw", "-Xx86_64-mavx512dq")),
         FileFlags("llamafile/iqk_mul_mat_arm82.cpp", target_arch=_ARM82),
     ),

@@ -1,0 +1,91 @@
+"""TinyBLAS's per-variant ``-Xx86_64-mtune=`` flags (upstream's BUILD.mk), fitted to the toolchain.
+
+Upstream tunes each CPU variant for its CPU (sandybridge … znver4). A compiler that does not know a
+name refuses the whole compile, and the stand-in's gcc 12 has no znver4; so each name is probed
+once per toolchain (the answers are kept in BUILD_DIR, keyed by the driver's identity) and an
+unknown one is replaced by the nearest the compiler knows, or dropped (tuning never changes what
+the code computes). ``VERBOSE=1`` says which.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+PREFIX = "-Xx86_64-mtune="
+# Nearest older -mtune names, best first: same vendor's previous core, then a generic one of its era.
+NEAREST: Mapping[str, tuple[str, ...]] = {
+    "znver4": ("znver3", "znver2", "znver1"),
+    "alderlake": ("icelake-client", "skylake"),
+    "cannonlake": ("skylake-avx512", "skylake"),
+    "skylake": ("haswell",),
+    "bdver2": ("bdver1", "btver2"),
+    "sandybridge": ("corei7-avx", "corei7"),
+}
+
+
+def wanted(flag_lists: Iterable[Sequence[str]]) -> set[str]:
+    """Every -mtune name in ``flag_lists``, with the names that may replace it."""
+    names: set[str] = set()
+    for flags in flag_lists:
+        for flag in flags:
+            if flag.startswith(PREFIX):
+                cpu = flag[len(PREFIX):]
+                names |= {cpu, *NEAREST.get(cpu, ())}
+    return names
+
+
+def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path) -> dict[str, bool]:
+    """Which ``names`` the fat driver accepts as ``-Xx86_64-mtune=``; answers kept in ``cache``."""
+    try:
+        st = os.stat(driver)
+        key = f"{driver}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        key = driver
+    try:
+        known = json.loads(cache.read_text()).get(key, {})
+    except (OSError, ValueError):
+        known = {}
+    missing = sorted(set(names) - set(known))
+    if missing:
+        with tempfile.TemporaryDirectory(dir=env.get("TMPDIR")) as scratch:
+            source = Path(scratch) / "empty.c"
+            source.write_text("int opencoti_tune_probe;\n")
+
+            def accepts(cpu: str) -> bool:
+                out = Path(scratch) / cpu / "probe.o"
+                out.parent.mkdir()
+                argv = [driver, f"{PREFIX}{cpu}", "-c", "-o", str(out), str(source)]
+                return subprocess.run(argv, env=dict(env), capture_output=True).returncode == 0
+
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                known.update(zip(missing, pool.map(accepts, missing)))
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({key: known}, sort_keys=True))
+            os.replace(tmp, cache)  # a lost cache only costs a probe
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return {name: known[name] for name in names}
+
+
+def fit(flags: Sequence[str], accepted: Mapping[str, bool], say: Callable[[str], None] = lambda line: None,
+        what: str = "") -> list[str]:
+    """``flags`` with each -mtune the toolchain lacks replaced by the nearest it knows, or dropped."""
+    out = []
+    for flag in flags:
+        if not flag.startswith(PREFIX) or accepted.get(flag[len(PREFIX):], True):
+            out.append(flag)
+            continue
+        cpu = flag[len(PREFIX):]
+        near = next((n for n in NEAREST.get(cpu, ()) if accepted.get(n)), None)
+        say(f"tuning: the toolchain has no -mtune={cpu}; {what} tuned for {near}" if near
+            else f"tuning: the toolchain has no -mtune={cpu} nor a near one; {what} untuned")
+        if near:
+            out.append(PREFIX + near)
+    return out
