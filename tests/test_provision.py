@@ -187,3 +187,14 @@ def test_a_fresh_clone_is_told_to_init_the_submodule(tmp_path: Path, monkeypatch
         buildvars.checked_source_tree({"SRC": buildvars.DEFAULT_SRC})
     assert f"git submodule update --init --recursive {upstream_pin.LLAMAFILE_PATH}" in str(caught.value)
     assert upstream_pin.LLAMAFILE_COMMIT[:7] in str(caught.value)
+
+
+def test_clean_never_downloads(tmp_path: Path) -> None:
+    from conftest import scons_command
+
+    extra = {"OPENCOTI_COSMOCC": "", provision.TEST_URL: f"http://127.0.0.1:{free_port()}/x.zip",
+             provision.TEST_SHA256: "0" * 64, provision.TEST_HOME: str(tmp_path / "home")}
+    argv, env = scons_command("-c", f"SRC={MINI_TREE}", build=tmp_path / "b", env_extra=extra)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "downloading" not in proc.stdout, proc.stdout + proc.stderr
+    assert left_behind(tmp_path / "home") == []

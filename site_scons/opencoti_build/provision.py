@@ -47,8 +47,11 @@ class ProvisionError(UserError):
 
 
 def select(cosmocc: str, project: Path | str, environ: Mapping[str, str] = os.environ,
-           say: Callable[[str], None] = print) -> Toolchain:
-    """The toolchain ``COSMOCC=cosmocc`` means; downloads the pinned one when it is empty and absent."""
+           say: Callable[[str], None] = print, fetch: bool = True) -> Toolchain:
+    """The toolchain ``COSMOCC=cosmocc`` means; downloads the pinned one when it is empty and absent.
+
+    ``fetch=False`` (``scons -c``) names the pinned one's place without downloading it.
+    """
     if cosmocc == STAND_IN:
         return Toolchain("stand-in", SHIM_DIR)
     if cosmocc:
@@ -57,6 +60,8 @@ def select(cosmocc: str, project: Path | str, environ: Mapping[str, str] = os.en
     home = Path(environ.get(TEST_HOME) or Path(project) / ".cosmocc")
     urls = [environ[TEST_URL]] if environ.get(TEST_URL) else upstream_pin.cosmocc_urls(version)
     sha256 = environ.get(TEST_SHA256) or upstream_pin.COSMOCC_SHA256
+    if not fetch and not (home / version).is_dir():
+        return Toolchain("cosmocc", (home / version).resolve(), origin=f"pinned {version}, absent")
     fetched = ensure(home, version, urls, sha256, say)
     found = find_toolchain(str(home / version))
     return Toolchain("cosmocc", found.root, origin=f"pinned {version}, {'downloaded' if fetched else 'present'}")
