@@ -198,3 +198,12 @@ def test_clean_never_downloads(tmp_path: Path) -> None:
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "downloading" not in proc.stdout, proc.stdout + proc.stderr
     assert left_behind(tmp_path / "home") == []
+
+
+@pytest.mark.skipif((PROJECT / upstream_pin.LLAMAFILE_PATH / "llamafile" / "version.h").exists(),
+                    reason="this checkout has the submodule")
+@pytest.mark.parametrize("target", ["apply", "host"])
+def test_a_fresh_clones_build_and_apply_say_to_init_the_submodule(tmp_path: Path, target: str) -> None:
+    proc = scons(target, build=tmp_path / "b", check=False)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"run `git submodule update --init --recursive {upstream_pin.LLAMAFILE_PATH}`" in proc.stderr
