@@ -207,3 +207,11 @@ def test_a_fresh_clones_build_and_apply_say_to_init_the_submodule(tmp_path: Path
     proc = scons(target, build=tmp_path / "b", check=False)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert f"run `git submodule update --init --recursive {upstream_pin.LLAMAFILE_PATH}`" in proc.stderr
+
+
+def test_an_unusable_pinned_dir_is_one_line_saying_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "home" / VERSION / "bin").mkdir(parents=True)
+    with pytest.raises(provision.ProvisionError) as caught:
+        provision.select("", PROJECT, {provision.TEST_HOME: str(tmp_path / "home")})
+    assert str(caught.value).startswith(f"{tmp_path / 'home' / VERSION} is no usable cosmocc (")
+    assert "remove it to download it again" in str(caught.value) and str(caught.value).endswith(provision.WAYS_OUT)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
 from opencoti_build import upstream_pin
-from opencoti_build.cosmo_toolchain import SHIM_DIR, Toolchain, find_toolchain
+from opencoti_build.cosmo_toolchain import SHIM_DIR, Toolchain, ToolchainError, find_toolchain
 from opencoti_build.errors import UserError
 
 STAND_IN = "stand-in"
@@ -63,7 +63,11 @@ def select(cosmocc: str, project: Path | str, environ: Mapping[str, str] = os.en
     if not fetch and not (home / version).is_dir():
         return Toolchain("cosmocc", (home / version).resolve(), origin=f"pinned {version}, absent")
     fetched = ensure(home, version, urls, sha256, say)
-    found = find_toolchain(str(home / version))
+    try:
+        found = find_toolchain(str(home / version))
+    except ToolchainError as exc:  # a tree put there by hand, or a release that changed its layout
+        raise ProvisionError(f"{home / version} is no usable cosmocc ({str(exc).split(';')[0]}); remove it to "
+                             f"download it again, or {WAYS_OUT}") from exc
     return Toolchain("cosmocc", found.root, origin=f"pinned {version}, {'downloaded' if fetched else 'present'}")
 
 
