@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import MINI_TREE, scons
 
-from opencoti_build import webui
+from opencoti_build import summary, webui
 
 # Bytes no text transform keeps: every byte value, NUL and CR/LF included.
 ASSETS = {"index.html": b"<!doctype html><title>mini UI</title>\r\n", "bundle.js": bytes(range(256)) * 2,
@@ -74,8 +74,8 @@ def test_part_of_the_assets_is_one_line(tmp_path: Path) -> None:
 def test_a_tree_with_the_assets_compiles_the_server_with_the_ui(tree: Path, tmp_path: Path, built_mini: Path) -> None:
     give_assets(tree)
     proc = scons(f"SRC={tree}", "VERBOSE=1", f"CACHE_DIR={built_mini / 'cache'}", build=tmp_path / "b")
-    compiles = [line for line in proc.stdout.splitlines() if " -c -o " in line]
-    with_ui = sorted(line.rsplit("/", 1)[-1] for line in compiles if "-DLLAMA_BUILD_WEBUI" in line)
+    compiles = [line for line in summary.unprefixed(proc.stdout) if " -c -o " in line]
+    with_ui = sorted({line.rsplit("/", 1)[-1] for line in compiles if "-DLLAMA_BUILD_WEBUI" in line})
     assert with_ui == ["server-common.cpp", "server.cpp"], with_ui
     gen = tmp_path / "b/out/o/gen"
     for name, data in ASSETS.items():

@@ -10,7 +10,7 @@ import pytest
 from conftest import MINI_TREE, compiled, scons
 from packaging_support import FILE_ELF, copy_exe, run, write_gguf
 
-from opencoti_build import versioning, zip_sources, zipappend
+from opencoti_build import summary, versioning, zip_sources, zipappend
 
 METAL = "llama.cpp/ggml/src/ggml-metal/ggml-metal.metal"
 VERSION = versioning.llamafile_version(MINI_TREE)
@@ -69,7 +69,8 @@ def test_editing_a_metal_source_rewrites_the_store_and_nothing_else(tree: Path, 
     with (tree / METAL).open("a") as fh:
         fh.write("// an edit\n")
     proc = scons(f"SRC={tree}", f"CACHE_DIR={built_mini / 'cache'}", build=build)
-    steps = [m.group(1) for m in re.finditer(r"^([A-Z]+) ", proc.stdout, re.M)]  # FATCC, FATLINK, ZIPSTORE …
+    steps = [m.group(1) for line in summary.unprefixed(proc.stdout)  # FATCC, FATLINK, ZIPSTORE …
+             if (m := re.match(r"([A-Z]+) ", line))]
     assert compiled(proc) == [] and steps == ["ZIPSTORE"], proc.stdout
     assert (build / "out/o/llamafile/linked/llamafile").stat().st_mtime_ns == linked
     assert zipfile.ZipFile(binary).read(METAL).endswith(b"// an edit\n")
