@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opencoti_build import sources
+from opencoti_build import sources, summary
 from opencoti_build.cosmo_toolchain import SHIM_DIR
 
 DRIVERS = ("/cosmocc", "/cosmoc++")
@@ -38,7 +38,7 @@ def scons_compile_commands(project: Path, tree: Path, build: Path) -> dict[str, 
     if proc.returncode != 0:
         raise RuntimeError(f"scons -n failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     commands = {}
-    for line in proc.stdout.splitlines():
+    for line in summary.unprefixed(proc.stdout):
         words = line.split(" ")  # the fat driver refuses any argument holding a space: split is exact
         if words[0].endswith(DRIVERS) and "-c" in words:
             commands[words[words.index("-o") + 1]] = words
