@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import MINI_TREE, scons
 
-from opencoti_build import cuda_archs
+from opencoti_build import cuda_archs, summary
 from opencoti_build.cuda_archs import CudaArch, CudaArchError, gencode_flags, selected_archs
 
 NVCC_13_VERSION = """nvcc: NVIDIA (R) Cuda compiler driver
@@ -86,8 +86,8 @@ def fake_toolkit(root: Path, release: str, log: Path) -> Path:
 def test_fake_cuda12_nvcc_selects_the_12x_table(tmp_path: Path) -> None:
     log = tmp_path / "nvcc.log"
     toolkit = fake_toolkit(tmp_path / "cuda-12.6", "12.6", log)
-    proc = scons("-n", f"SRC={MINI_TREE}", f"CUDA_PATH={toolkit}", "cuda", build=tmp_path)
-    compiles = [line for line in proc.stdout.splitlines() if " -c " in line and line.startswith(str(toolkit))]
+    proc = scons("-n", "VERBOSE=1", f"SRC={MINI_TREE}", f"CUDA_PATH={toolkit}", "cuda", build=tmp_path)
+    compiles = [line for line in summary.unprefixed(proc.stdout) if " -c " in line and line.startswith(str(toolkit))]
     assert compiles, proc.stdout
     for line in compiles:
         assert "-gencode arch=compute_90,code=sm_90" in line
