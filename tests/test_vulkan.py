@@ -31,7 +31,7 @@ def mirror_path(build: Path) -> Path:
 
 def spirv_compiled(stdout: str) -> list[str]:
     """Variant names of the .spv files glslc wrote during a build (its ``GLSLC <x.spv>`` lines)."""
-    return sorted(m.group(1) for m in re.finditer(r"^GLSLC \S*/([A-Za-z0-9_]+)\.spv$", stdout, re.M))
+    return sorted(m.group(1) for m in re.finditer(r"^(?:\[\d+/\d+\] )?GLSLC \S*/([A-Za-z0-9_]+)\.spv$", stdout, re.M))
 
 
 def build_vulkan(tree: Path, build: Path, *extra: str, check: bool = True):

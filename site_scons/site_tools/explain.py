@@ -33,15 +33,17 @@ def explain(self) -> str | None:
         return _scons_explain(self)
     binfo.prepare_dependencies()
     try:
-        old = dict(zip(binfo.bsources + binfo.bdepends + binfo.bimplicit,
-                       binfo.bsourcesigs + binfo.bdependsigs + binfo.bimplicitsigs))
+        then = list(zip(binfo.bsources + binfo.bdepends + binfo.bimplicit,
+                        binfo.bsourcesigs + binfo.bdependsigs + binfo.bimplicitsigs))
     except AttributeError:
         return _scons_explain(self)
     new = self.get_binfo()
     kids = new.bsources + new.bdepends + new.bimplicit
-    if any(k not in old for k in kids) or len(kids) != len(old):
+    # position by position, as the decision compares them (an input may be listed twice, as a
+    # source and a dependency: a dict of them would not line up)
+    if len(kids) != len(then) or any(k != name for k, (name, _) in zip(kids, then)):
         return _scons_explain(self)  # a dependency came or went: SCons says which
-    changed = [k for k in kids if _changed(k, old[k])]
+    changed = list(dict.fromkeys(k for k, (_, sig) in zip(kids, then) if _changed(k, sig)))
     if not changed:
         return _scons_explain(self)  # the command, or the order of the inputs
 
