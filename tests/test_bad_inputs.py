@@ -281,8 +281,8 @@ def test_the_same_epoch_rule_everywhere() -> None:
 def test_args_against_a_host_this_run_builds_is_checked_before_either_artifact_is_written(base: dict[str, str]) -> None:
     root = Path(base["root"])
     dist = root / "dist-args"  # empty: both artifacts would be written
-    proc = scons(*PACKAGE, f"SRC={base['src']}", f"MODEL={base['in']}/tiny.gguf", f"ARGS={base['in']}/bogus.args",
-                 f"DIST_DIR={dist}", build=root, check=False, timeout=120)
+    proc = scons("-j1", *PACKAGE, f"SRC={base['src']}", f"MODEL={base['in']}/tiny.gguf",  # -j1: one refusal, the first
+                 f"ARGS={base['in']}/bogus.args", f"DIST_DIR={dist}", build=root, check=False, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.startswith("scons:")] == [
         f"scons: *** [{dist}/llamafile/opencoti-llamafile-0.10.3-c1-x86_64.llamafile] ARGS={base['in']}/bogus.args "
