@@ -33,6 +33,13 @@ from opencoti_build import cache_entry, errors, tempfiles
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _say(line: str) -> None:
+    """One write per line: retrieves and pushes run in SCons' worker threads, and print() writes the
+    newline apart, so under -j two messages could share a line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 class VerifiedCacheDir(SCons.CacheDir.CacheDir):
     readonly_said = False
     corrupt = 0
@@ -94,7 +101,7 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
                 self._drop(cachefile, f"{exc}; rebuilding {node}")
                 return False
             except OSError as exc:
-                print(f"WARN: cache: cannot read {cachefile} for {node}: {exc.strerror}; rebuilding it")
+                _say(f"WARN: cache: cannot read {cachefile} for {node}: {exc.strerror}; rebuilding it")
                 return False
             try:
                 os.utime(cachefile)  # recently used, for whoever prunes the cache by age
@@ -110,7 +117,7 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
 
     def _drop(self, cachefile: str, why: str) -> None:
         VerifiedCacheDir.corrupt += 1
-        print(f"WARN: cache: corrupt entry {why}")
+        _say(f"WARN: cache: corrupt entry {why}")
         try:
             os.unlink(cachefile)
         except OSError:
@@ -127,7 +134,7 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
             tempfiles.remove_stale(cachedir)  # what a push killed here earlier left
             cache_entry.write_entry(node.get_abspath(), cachefile)
         except OSError as exc:
-            print(f"WARN: cache: {errors.os_error_line(exc, f'cannot push {node} to {cachefile}')}; the build goes on")
+            _say(f"WARN: cache: {errors.os_error_line(exc, f'cannot push {node} to {cachefile}')}; the build goes on")
         return None
 
 
