@@ -1,4 +1,5 @@
-"""opencoti_build.hipbundle on bundles laid out per upstream-facts §5 (plain) and LLVM's CCOB header.
+"""opencoti_build.formats.hipbundle on plain bundles (clang-offload-bundler's: 24-byte magic, u64 count, then per entry
+u64 offset, size, id length and the id, one bundle per TU on 4096-byte boundaries) and on LLVM's CCOB header.
 
 Real hipcc output is checked by tests/test_hip.py; here each layout is built byte by byte,
 including the compressed (CCOB) forms that this machine's clang 15 cannot produce.
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from opencoti_build import hipbundle
+from opencoti_build.formats import hipbundle
 
 HOST = "host-x86_64-unknown-linux"
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT
 
-from opencoti_build import inspect
+from opencoti_build import binary_report, manifest
 
-NVCC = "/usr/local/cuda-13.0/bin/nvcc"
 BACKEND = r"""
 #include <cuda_runtime.h>
 template <int D> __global__ void kernel(float *x) { x[threadIdx.x] *= D; }
@@ -25,44 +24,42 @@ extern "C" void *ggml_backend_mini_reg(void) { return nullptr; }
 
 
 @pytest.fixture(scope="module")
-def cuda_dso(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not Path(NVCC).exists():
-        pytest.skip("needs nvcc 13")
+def cuda_dso(tmp_path_factory: pytest.TempPathFactory, nvcc13: Path) -> Path:
     tmp = tmp_path_factory.mktemp("inspect")
     (tmp / "mini.cu").write_text(BACKEND)
-    subprocess.run([NVCC, "--shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_75,code=sm_75",
+    subprocess.run([nvcc13, "--shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_75,code=sm_75",
                     "-gencode", "arch=compute_121a,code=sm_121a", "-o", str(tmp / "ggml-mini.so"), str(tmp / "mini.cu")],
                    check=True)
     return tmp / "ggml-mini.so"
 
 
-def families(text: str) -> list[inspect.Family]:
-    return inspect.parse_families(text, "test")
+def families(text: str) -> list[binary_report.Family]:
+    return binary_report.parse_families(text, "test")
 
 
 def test_dso_report(cuda_dso: Path) -> None:
     fams = families("dca symbols dca_fused_case\nturbo symbols TURBO\nkv strings q6_0|turbo3\n")
-    lines = inspect.report(str(cuda_dso), fams)
+    lines = binary_report.report(str(cuda_dso), fams)
     assert lines[1] == "format: ELF64 X86_64 DYN"
     assert "unresolved imports: none" in lines
     assert "entry points: ggml_backend_mini_init, ggml_backend_mini_reg" in lines
     assert "cuda archs: sm_121a, sm_75 (4 cubin, 0 ptx entries; compressed: no)" in lines
     assert lines[-3:] == ["  dca              symbols  2", "  turbo            symbols  1", "  kv               strings  0"]
-    assert inspect.dso_architectures(cuda_dso) == ["sm_121a", "sm_75"]
+    assert manifest.dso_architectures(cuda_dso) == ["sm_121a", "sm_75"]
 
 
 def test_ape_host_binary_counts_strings_only(tmp_path: Path) -> None:
     ape = tmp_path / "llamafile"
     ape.write_bytes(b"MZqFpD='\n\x00q6_0\x00turbo3\x00turbo3_tcq\x00turbo3x\x00dca-chunk-size\x00q6_0\x00")
     fams = families("host-kv strings q6_0|turbo[2348]|turbo[23]_tcq|dca-chunk-size\nq6_0 symbols q6_0\n")
-    lines = inspect.report(str(ape), fams)
+    lines = binary_report.report(str(ape), fams)
     assert lines[1].startswith("format: APE")
     # distinct whole runs: 'turbo3x' is no match, the second q6_0 is the same string
     assert lines[-2:] == ["  host-kv          strings  4", "  q6_0             symbols  n/a (no ELF symbols; use a strings family)"]
 
 
 def test_project_pattern_file_parses() -> None:
-    names = [(f.name, f.method) for f in inspect.load_families()]
+    names = [(f.name, f.method) for f in binary_report.load_families()]
     assert names[:4] == [("dca", "symbols"), ("turbo", "symbols"), ("tcq", "symbols"), ("q6_0", "symbols")]
     assert ("host-kv-types", "strings") in names
 
@@ -84,7 +81,7 @@ def test_cli_dispatch(cuda_dso: Path, tmp_path: Path) -> None:
 
 def test_series_shows_the_recorded_patch_chain(tmp_path: Path, capsys) -> None:
     record = tmp_path / "applied-series.json"
-    assert inspect.main(["--series", str(record)]) == 0
+    assert binary_report.main(["--series", str(record)]) == 0
     assert f"series: no complete apply recorded at {record}" in capsys.readouterr().out
     record.write_text(json.dumps({
         "format": 1, "state": "applied", "source": "/src", "upstreamCommit": "abc123",
@@ -92,7 +89,7 @@ def test_series_shows_the_recorded_patch_chain(tmp_path: Path, capsys) -> None:
         "patches": [{"name": "0001-slot-ctx.patch", "sha256": "f" * 64, "series": "opencoti"}],
         "files": {}, "stateSha256": "0" * 64,
     }))
-    assert inspect.main(["--series", str(record)]) == 0
+    assert binary_report.main(["--series", str(record)]) == 0
     out = capsys.readouterr().out
     assert "upstream commit: abc123" in out and "submodule llama.cpp: def456" in out
     assert f"opencoti  0001-slot-ctx.patch  sha256 {'f' * 64}" in out

@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import nvfatbin
-from opencoti_build.nvfatbin import FatbinEntry, FatbinError
+from opencoti_build.formats import nvfatbin
+from opencoti_build.formats.nvfatbin import FatbinEntry, FatbinError
 
-NVCC = "/usr/local/cuda-13.0/bin/nvcc"
-pytestmark = pytest.mark.skipif(not Path(NVCC).exists(), reason="needs nvcc 13 at /usr/local/cuda-13.0")
 
 KERNEL = """
 __global__ void axpy(float *y, const float *x, float a) { y[threadIdx.x] += a * x[threadIdx.x]; }
@@ -36,17 +34,17 @@ def cuobjdump() -> str | None:
     return None
 
 
-def nvcc(tmp_path: Path, name: str, *flags: str) -> Path:
+def nvcc(nvcc13: Path, tmp_path: Path, name: str, *flags: str) -> Path:
     source = tmp_path / "axpy.cu"
     source.write_text(KERNEL)
     out = tmp_path / name
-    subprocess.run([NVCC, *flags, "-Xcompiler", "-fPIC", "-o", str(out), str(source)], check=True)
+    subprocess.run([nvcc13, *flags, "-Xcompiler", "-fPIC", "-o", str(out), str(source)], check=True)
     return out
 
 
 @pytest.fixture(scope="module")
-def compressed_dso(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return nvcc(tmp_path_factory.mktemp("fatbin"), "axpy.so", "--shared", "-gencode", "arch=compute_75,code=sm_75",
+def compressed_dso(tmp_path_factory: pytest.TempPathFactory, nvcc13: Path) -> Path:
+    return nvcc(nvcc13, tmp_path_factory.mktemp("fatbin"), "axpy.so", "--shared", "-gencode", "arch=compute_75,code=sm_75",
                 "-gencode", "arch=compute_120f,code=sm_120f", "--compress-mode=size")
 
 
@@ -56,8 +54,8 @@ def test_compressed_sass_for_two_archs(compressed_dso: Path) -> None:
     assert nvfatbin.arch_names(compressed_dso) == ["sm_120f", "sm_75"]
 
 
-def test_arch_specific_cubin_and_ptx_uncompressed(tmp_path: Path) -> None:
-    obj = nvcc(tmp_path, "axpy.o", "-c", "-gencode", "arch=compute_121a,code=sm_121a",
+def test_arch_specific_cubin_and_ptx_uncompressed(tmp_path: Path, nvcc13: Path) -> None:
+    obj = nvcc(nvcc13, tmp_path, "axpy.o", "-c", "-gencode", "arch=compute_121a,code=sm_121a",
                "-gencode", "arch=compute_90,code=compute_90", "--compress-mode=none")
     entries = nvfatbin.list_entries(obj)
     assert entries == [FatbinEntry("cubin", 121, "a", None), FatbinEntry("ptx", 90, "", None)]
@@ -75,8 +73,13 @@ def test_agrees_with_cuobjdump(compressed_dso: Path) -> None:
     assert ours == theirs
 
 
-def test_files_without_cuda_code_hold_no_archs() -> None:
-    assert nvfatbin.arch_names("/bin/sh") == []
+def test_files_without_cuda_code_hold_no_archs(tmp_path: Path) -> None:
+    source = tmp_path / "plain.c"  # a backend-shaped DSO with host code only
+    source.write_text("int ggml_backend_cpu_init(void) { return 1; }\nint ggml_backend_cpu_reg(void) { return 2; }\n")
+    dso = tmp_path / "ggml-plain.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(dso), str(source)], check=True)
+    assert nvfatbin.section_data(dso) == b""
+    assert nvfatbin.list_entries(dso) == [] and nvfatbin.arch_names(dso) == []
 
 
 def test_corrupt_sections_are_reported(compressed_dso: Path) -> None:

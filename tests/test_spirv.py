@@ -1,4 +1,4 @@
-"""opencoti_build.spirv: header parsing and finding modules embedded in arbitrary bytes."""
+"""opencoti_build.formats.spirv: header parsing and finding modules embedded in arbitrary bytes."""
 from __future__ import annotations
 
 import shutil
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import spirv
+from opencoti_build.formats import spirv
 
 OP_NOP, OP_CAPABILITY, OP_FUNCTION_END = 0, 17, 56
 
@@ -87,3 +87,21 @@ def test_real_glslc_output(tmp_path: Path) -> None:
     assert (found[0].offset, found[0].length) == (3, len(data))
     assert found[0].header.version == "1.5"  # vulkan1.2 -> SPIR-V 1.5
     assert found[0].header.generator >> 16 == 13  # shaderc
+
+
+def test_c_arrays_written_are_read_back_from_the_linked_dso(tmp_path: Path) -> None:
+    modules = {"b_shader": module(extra_words=5), "a_shader": module(bound=3), "skipped": b"\x01\x02\x03\x04"}
+    (tmp_path / "shaders.hpp").write_text(spirv.c_array_header(list(modules)))
+    (tmp_path / "shaders.cpp").write_text(spirv.c_array_source(modules, "shaders.hpp"))
+    dso = tmp_path / "ggml-shaders.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(dso), str(tmp_path / "shaders.cpp")], check=True)
+    # the reader takes exactly the arrays the writer defined that hold one well-formed module each
+    assert spirv.embedded_shaders(str(dso)) == ["a_shader", "b_shader"]
+    source = (tmp_path / "shaders.cpp").read_text()
+    assert source.index("a_shader_data") < source.index("b_shader_data")  # sorted: bytes depend on names only
+    assert f"unsigned int b_shader_len = {len(modules['b_shader'])};" in source
+
+
+def test_only_c_identifiers_can_name_arrays() -> None:
+    assert spirv.is_c_identifier("add_f32") and spirv.is_c_identifier("_x9")
+    assert not any(spirv.is_c_identifier(n) for n in ("9lives", "add-f32", "a.b", ""))

@@ -1,8 +1,8 @@
 """`opencoti-build inspect FILE`: what a built DSO or host binary holds.
 
 Prints the file format (ELF machine and type, or APE), DT_NEEDED and imports nothing provides, the
-llamafile entry points, the CUDA architectures of ``.nv_fatbin``, the gfx targets of ``.hip_fatbin``,
-the SPIR-V modules, and the counts of the symbol families listed in vendors/symbol-families.txt.
+llamafile entry points, each backend's device code (opencoti_build.backends: the CUDA architectures of
+``.nv_fatbin``, the gfx targets of ``.hip_fatbin``, the SPIR-V modules), and the counts of the symbol families listed in vendors/symbol-families.txt.
 """
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import lief
 
-from opencoti_build import elfcheck, hipbundle, nvfatbin, patch_series, spirv
+from opencoti_build import backends, patch_series
+from opencoti_build.formats import elfcheck, hipbundle
 
 FAMILIES_FILE = Path(__file__).resolve().parents[2] / "vendors" / "symbol-families.txt"
 SERIES_RECORD = Path(__file__).resolve().parents[2] / patch_series.DEFAULT_RECORD
@@ -79,31 +80,6 @@ def family_counts(families: list[Family], data: bytes, binary: lief.ELF.Binary |
     return counts
 
 
-def _section_names(binary: lief.ELF.Binary | None) -> set[str]:
-    return {s.name for s in binary.sections} if binary is not None else set()
-
-
-def cuda_archs(path: str, binary: lief.ELF.Binary | None) -> list[str]:
-    return nvfatbin.arch_names(path) if nvfatbin.SECTION in _section_names(binary) else []
-
-
-def hip_targets(path: str, binary: lief.ELF.Binary | None) -> list[str]:
-    return list(hipbundle.bundle_targets(path)) if ".hip_fatbin" in _section_names(binary) else []
-
-
-def spirv_modules(data: bytes) -> list[spirv.SpirvModule]:
-    return list(spirv.find_modules(data))
-
-
-def dso_architectures(path: str | Path) -> list[str]:
-    """The GPU architectures a DSO holds: ``sm_*``/``compute_*``, ``gfx*``, ``spirv-<ver>`` (for manifests)."""
-    path = str(path)
-    binary = lief.ELF.parse(path)
-    data = Path(path).read_bytes()
-    spirv = sorted({f"spirv-{m.header.version}" for m in spirv_modules(data)})
-    return cuda_archs(path, binary) + hip_targets(path, binary) + spirv
-
-
 def describe_format(data: bytes, binary: lief.ELF.Binary | None) -> str:
     if binary is not None:
         bits = "ELF64" if binary.header.identity_class == lief.ELF.Header.CLASS.ELF64 else "ELF32"
@@ -126,19 +102,7 @@ def report(path: str, families: list[Family]) -> list[str]:
         lines.append(f"unresolved imports: {', '.join(link.unresolved) or 'none'}")
         exported = sorted(s.name for s in binary.dynamic_symbols if s.exported and ENTRY_POINT.fullmatch(s.name))
         lines.append(f"entry points: {', '.join(exported) or 'none'}")
-        entries = nvfatbin.list_entries(path) if nvfatbin.SECTION in _section_names(binary) else []
-        if entries:
-            cubins = sum(e.kind == "cubin" for e in entries)
-            compressed = sorted({e.compression for e in entries if e.compression})
-            lines.append(f"cuda archs: {', '.join(cuda_archs(path, binary))} ({cubins} cubin, "
-                         f"{len(entries) - cubins} ptx entries; compressed: {', '.join(compressed) or 'no'})")
-        targets = hip_targets(path, binary)
-        if targets:
-            lines.append(f"hip targets: {', '.join(targets)}")
-    modules = spirv_modules(data)
-    if modules:
-        versions = sorted({m.header.version for m in modules})
-        lines.append(f"spir-v modules: {len(modules)} (version {', '.join(versions)})")
+    lines += [code.summary for code in (spec.device_code(path) for spec in backends.BACKENDS) if code.summary]
     lines.append("families:")
     for family in families:
         count = family_counts([family], data, binary)[family.name]

@@ -18,11 +18,12 @@ U16_MAX = 0xFFFF
 U32_MAX = 0xFFFFFFFF
 ZIP64_EXTRA_ID = 0x0001
 FLAG_UTF8 = 0x800
-_LOCAL_HEADER = struct.Struct(zipfile.structFileHeader)
-_CENTRAL = struct.Struct(zipfile.structCentralDir)
-_EOCD = struct.Struct(zipfile.structEndArchive)
-_EOCD64 = struct.Struct(zipfile.structEndArchive64)
-_LOCATOR = struct.Struct(zipfile.structEndArchive64Locator)
+# The zip records, as zipfile lays them out (the writer, zipappend, packs the same ones)
+LOCAL_HEADER = struct.Struct(zipfile.structFileHeader)
+CENTRAL = struct.Struct(zipfile.structCentralDir)
+EOCD = struct.Struct(zipfile.structEndArchive)
+EOCD64 = struct.Struct(zipfile.structEndArchive64)
+LOCATOR = struct.Struct(zipfile.structEndArchive64Locator)
 _MAX_COMMENT = 0xFFFF
 
 
@@ -76,15 +77,15 @@ def _zip64_fields(extra: bytes, wanted: int) -> list[int]:
 
 
 def _find_eocd(f: BinaryIO, path: Path, size: int) -> tuple[int, tuple]:
-    tail_len = min(size, _EOCD.size + _MAX_COMMENT)
+    tail_len = min(size, EOCD.size + _MAX_COMMENT)
     f.seek(size - tail_len)
     tail = f.read(tail_len)
     pos = tail.rfind(zipfile.stringEndArchive)
     while pos >= 0:
-        if pos + _EOCD.size <= len(tail):
-            fields = _EOCD.unpack_from(tail, pos)
+        if pos + EOCD.size <= len(tail):
+            fields = EOCD.unpack_from(tail, pos)
             # a real EOCD's comment runs exactly to the end of the file
-            if pos + _EOCD.size + fields[7] == len(tail):
+            if pos + EOCD.size + fields[7] == len(tail):
                 return size - tail_len + pos, fields
         pos = tail.rfind(zipfile.stringEndArchive, 0, pos)
     raise ZipStoreError(f"{path}: no zip store (no end-of-central-directory record at the end of the file)")
@@ -106,16 +107,16 @@ def _read(f: BinaryIO, path: Path, size: int) -> ZipStore:
     if disk or cd_disk:
         raise ZipStoreError(f"{path}: corrupt zip store: multi-disk archives are not supported")
     cd_end = eocd_pos
-    if eocd_pos >= _LOCATOR.size:
-        f.seek(eocd_pos - _LOCATOR.size)
-        locator = _LOCATOR.unpack(f.read(_LOCATOR.size))
+    if eocd_pos >= LOCATOR.size:
+        f.seek(eocd_pos - LOCATOR.size)
+        locator = LOCATOR.unpack(f.read(LOCATOR.size))
         if locator[0] == zipfile.stringEndArchive64Locator:
             eocd64_pos = locator[2]
             f.seek(eocd64_pos)
-            raw64 = f.read(_EOCD64.size)
-            if len(raw64) != _EOCD64.size or raw64[:4] != zipfile.stringEndArchive64:
+            raw64 = f.read(EOCD64.size)
+            if len(raw64) != EOCD64.size or raw64[:4] != zipfile.stringEndArchive64:
                 raise ZipStoreError(f"{path}: corrupt zip store: zip64 locator points at no zip64 end record")
-            _, _, _, _, _, _, _, count, cd_size, cd_offset = _EOCD64.unpack(raw64)
+            _, _, _, _, _, _, _, count, cd_size, cd_offset = EOCD64.unpack(raw64)
             cd_end = eocd64_pos
     if cd_offset + cd_size != cd_end:
         # offsets relative to the zip's own start (a .zip cat'ed onto an executable) would need a
@@ -131,16 +132,16 @@ def _read(f: BinaryIO, path: Path, size: int) -> ZipStore:
     records = []
     pos = 0
     for index in range(count):
-        if pos + _CENTRAL.size > len(cd) or cd[pos:pos + 4] != zipfile.stringCentralDir:
+        if pos + CENTRAL.size > len(cd) or cd[pos:pos + 4] != zipfile.stringCentralDir:
             raise ZipStoreError(f"{path}: corrupt zip store: central directory record {index} of {count} is damaged")
-        fields = _CENTRAL.unpack_from(cd, pos)
+        fields = CENTRAL.unpack_from(cd, pos)
         flags, method, crc = fields[5], fields[6], fields[9]
         csize, usize, name_len, extra_len, comment_len = fields[10], fields[11], fields[12], fields[13], fields[14]
         offset = fields[18]
-        end = pos + _CENTRAL.size + name_len + extra_len + comment_len
+        end = pos + CENTRAL.size + name_len + extra_len + comment_len
         if end > len(cd):
             raise ZipStoreError(f"{path}: corrupt zip store: central directory record {index} runs past its end")
-        name_start = pos + _CENTRAL.size
+        name_start = pos + CENTRAL.size
         extra = cd[name_start + name_len:name_start + name_len + extra_len]
         # zip64 extra holds, in this order, only the fields whose 32-bit slot is saturated
         wide = iter(_zip64_fields(extra, 3))
@@ -159,11 +160,11 @@ def _read(f: BinaryIO, path: Path, size: int) -> ZipStore:
 def data_offset(f: BinaryIO, path: Path, record: CentralRecord, limit: int) -> int:
     """Where ``record``'s data starts: after its local header's name and extra field."""
     f.seek(record.header_offset)
-    header = f.read(_LOCAL_HEADER.size)
-    if len(header) != _LOCAL_HEADER.size or header[:4] != zipfile.stringFileHeader:
+    header = f.read(LOCAL_HEADER.size)
+    if len(header) != LOCAL_HEADER.size or header[:4] != zipfile.stringFileHeader:
         raise ZipStoreError(f"{path}: corrupt zip store: entry {record.name!r} has no local header at {record.header_offset}")
-    name_len, extra_len = _LOCAL_HEADER.unpack(header)[10:12]
-    start = record.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+    name_len, extra_len = LOCAL_HEADER.unpack(header)[10:12]
+    start = record.header_offset + LOCAL_HEADER.size + name_len + extra_len
     if start + record.compressed_size > limit:
         raise ZipStoreError(f"{path}: corrupt zip store: entry {record.name!r} runs past the central directory")
     return start

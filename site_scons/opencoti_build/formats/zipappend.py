@@ -7,10 +7,23 @@ entries and the new ones. Offsets are absolute, as cosmopolitan's zip store expe
 structures appear only where a value does not fit, so ordinary artifacts stay readable by
 readers without zip64 support.
 
-Memory use is constant: entries stream through a fixed buffer, holes in sparse inputs are
-skipped with SEEK_DATA/SEEK_HOLE (and stay holes in the output). Each input is read twice:
-once for its CRC-32 (the local header, which precedes the data, needs it) and once while it
-is copied, when its CRC is checked again, so an input that changes mid-write is caught.
+Each input is read once. An entry's local header goes out with a placeholder CRC-32, its data
+streams through a few fixed buffers while CRC-32 and SHA-256 run on threads of their own (zlib and
+hashlib release the GIL), and the header is filled in afterwards. Memory use is constant; holes in
+sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
+
+The output's own SHA-256 must see each header before its data, and the header's CRC is known only
+after the data: so the output's digest follows the writer on a thread of its own, reading back
+each entry's bytes from the output (just written, so from the page cache) once its header is
+final. The base needs no read-back: its digest is the output's up to its end.
+
+An input that changes while it is read is caught by its stat: size, mtime and ctime (ns), inode,
+taken before and after the read on the open file, must agree. Any write, truncation or chmod moves
+them; what is not caught is a write within the same kernel timestamp tick as the first stat (a few
+ms, as for make and Ninja) or a change through a shared mapping whose mtime the kernel has not yet
+updated. A file renamed over the input is not a change: the open file is read to its end, whole.
+``on_digest`` hears each file read or written whole with its stat and SHA-256 (the build records
+them so that no one hashes a multi-GiB file again, see site_scons/opencoti_build/file_digests.py).
 """
 from __future__ import annotations
 
@@ -23,24 +36,21 @@ import time
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from opencoti_build import tempfiles
 from opencoti_build.errors import UserError
-from opencoti_build.zipstore import (
-    FLAG_UTF8, U16_MAX, U32_MAX, ZIP64_EXTRA_ID, CentralRecord, ZipStoreError, data_offset, method_name,
-    read_zip_store,
+from opencoti_build.formats.zipstore import (
+    CENTRAL, EOCD, EOCD64, FLAG_UTF8, LOCAL_HEADER, LOCATOR, U16_MAX, U32_MAX, ZIP64_EXTRA_ID, CentralRecord,
+    ZipStoreError, data_offset, method_name, read_zip_store,
 )
 
 DEFAULT_ALIGN = 65536
 _CHUNK = 4 << 20
 _ZEROS = bytes(_CHUNK)
-_LOCAL_HEADER = struct.Struct(zipfile.structFileHeader)
-_CENTRAL = struct.Struct(zipfile.structCentralDir)
-_EOCD = struct.Struct(zipfile.structEndArchive)
-_EOCD64 = struct.Struct(zipfile.structEndArchive64)
-_LOCATOR = struct.Struct(zipfile.structEndArchive64Locator)
 _UNIX = 3  # "made by" host system: Unix, so readers honour the mode bits in the external attributes
 _VERSION = 20  # 2.0: what a stored entry needs
 _VERSION_ZIP64 = 45  # 4.5: zip64 extensions
@@ -155,22 +165,7 @@ def _extents(fd: int, size: int) -> Iterator[tuple[int, int, bool]]:
         pos = end
 
 
-def _stream(path: Path, size: int, buf: bytearray, on_data: Callable[[memoryview], None],
-            on_hole: Callable[[int], None]) -> None:
-    """Feed ``path``'s first ``size`` bytes to ``on_data`` in chunks, holes to ``on_hole`` as lengths."""
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        for offset, length, is_data in _extents(f.fileno(), size):
-            if not is_data:
-                on_hole(length)
-                continue
-            f.seek(offset)
-            while length:
-                got = f.readinto(view[:min(length, len(view))])
-                if not got:
-                    raise ZipAppendError(f"{path} shrank while being packaged; package again")
-                on_data(view[:got])
-                length -= got
+_BUFFERS = 3  # one filling, one or two being hashed: reading rarely waits for the hash threads
 
 
 def _hash_zeros(length: int, *update: Callable[[bytes], object]) -> None:
@@ -189,24 +184,110 @@ class _Crc:
         self.value = zlib.crc32(data, self.value)
 
 
+class _Workers:
+    """The hash threads: two that digest the chunks being copied, one that reads back the output.
+
+    A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
+    queued work is cancelled and running work awaited, so no thread outlives the files it uses.
+    """
+
+    def __init__(self) -> None:
+        self.digest = [ThreadPoolExecutor(1, thread_name_prefix="zipappend-digest") for _ in range(2)]
+        self.readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-readback")
+        self.buffers = [memoryview(bytearray(_CHUNK)) for _ in range(_BUFFERS)]
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for pool in (*self.digest, self.readback):
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stat(f: BinaryIO) -> tuple[int, ...]:
+    st = os.fstat(f.fileno())
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
+def _copy(path: Path, f: BinaryIO, size: int, sink: _Sink, workers: _Workers,
+          updates: Sequence[Callable[[bytes | memoryview], object]]) -> None:
+    """Write ``f``'s first ``size`` bytes to ``sink``; each of ``updates`` sees them all, in order, on its own thread."""
+    threads = workers.digest[:len(updates)]
+    busy: list[list[Future]] = [[] for _ in workers.buffers]
+    turn = 0
+    for offset, length, is_data in _extents(f.fileno(), size):
+        if not is_data:
+            for thread, update in zip(threads, updates):
+                thread.submit(_hash_zeros, length, update)
+            sink.hole(length)
+            continue
+        f.seek(offset)
+        while length:
+            view = workers.buffers[turn]
+            for done in busy[turn]:
+                done.result()  # this buffer's last chunk is hashed: it may be filled again
+            got = f.readinto(view[:min(length, _CHUNK)])
+            if not got:
+                raise ZipAppendError(f"{path} shrank while being packaged; package again")
+            chunk = view[:got]
+            busy[turn] = [thread.submit(update, chunk) for thread, update in zip(threads, updates)]
+            sink.write(chunk)
+            length -= got
+            turn = (turn + 1) % len(workers.buffers)
+    for thread in threads:
+        thread.submit(lambda: None).result()  # every update has run
+
+
 class _Sink:
-    """The output file: counts and hashes every byte, turns zero runs into holes by seeking."""
+    """The output file: where writing has got to; zero runs become holes by seeking."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.pos = 0
-        self.sha = hashlib.sha256()
 
     def write(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
-        self.sha.update(view)
         while view:
             view = view[os.write(self.fd, view):]
         self.pos += len(data)
 
     def hole(self, length: int) -> None:
-        _hash_zeros(length, self.sha.update)
         self.pos = os.lseek(self.fd, length, os.SEEK_CUR)
+
+    def patch(self, offset: int, data: bytes) -> None:
+        """Overwrite bytes already written (a local header whose CRC-32 is now known)."""
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self.fd, view, offset)
+            view, offset = view[written:], offset + written
+
+
+class _OutputDigest:
+    """The output's SHA-256, read back in order on its own thread up to where the bytes are final."""
+
+    def __init__(self, fd: int, start: int, sha: hashlib._Hash, thread: ThreadPoolExecutor) -> None:
+        self.fd, self.pos, self.sha, self.thread = fd, start, sha, thread
+        self.buffer = memoryview(bytearray(_CHUNK))
+        self.queued: list[Future] = []
+
+    def through(self, end: int) -> None:
+        """Hash the output's bytes up to ``end`` once earlier work is done (they will not change again)."""
+        self.queued.append(self.thread.submit(self._read_back, end))
+
+    def _read_back(self, end: int) -> None:
+        while self.pos < end:
+            got = os.preadv(self.fd, [self.buffer[:min(end - self.pos, _CHUNK)]], self.pos)
+            if not got:  # past the end of the file so far: a hole the writer has seeked over
+                _hash_zeros(end - self.pos, self.sha.update)
+                self.pos = end
+                return
+            self.sha.update(self.buffer[:got])
+            self.pos += got
+
+    def hexdigest(self) -> str:
+        for work in self.queued:
+            work.result()
+        return self.sha.hexdigest()
 
 
 @dataclass
@@ -216,20 +297,16 @@ class _Pending:
     crc32: int
 
 
-def _measure(entry: Entry, buf: bytearray) -> _Pending:
-    """Size and CRC-32 of an entry (first pass: the local header needs them before the data)."""
-    if entry.data is not None:
-        return _Pending(entry, len(entry.data), zlib.crc32(entry.data))
-    assert entry.path is not None
+def _check_input(entry: Entry) -> None:
+    """Refuse an entry whose file cannot be read or is not a regular file, before anything is written."""
+    if entry.path is None:
+        return
     try:
         st = os.stat(entry.path)
     except OSError as exc:
         raise ZipAppendError(f"cannot read {entry.path}: {exc.strerror}") from exc
     if not stat.S_ISREG(st.st_mode):
         raise ZipAppendError(f"{entry.path} is not a regular file; name a file to embed")
-    crc = _Crc()
-    _stream(entry.path, st.st_size, buf, crc.update, lambda n: _hash_zeros(n, crc.update))
-    return _Pending(entry, st.st_size, crc.value)
 
 
 def _flags(name: str) -> int:
@@ -242,7 +319,7 @@ def _local_header(p: _Pending, date: int, dtime: int) -> bytes:
     # a local header's zip64 extra must carry both sizes whenever either is saturated
     extra = struct.pack("<HHQQ", ZIP64_EXTRA_ID, 16, p.size, p.size) if wide else b""
     size32 = U32_MAX if wide else p.size
-    return _LOCAL_HEADER.pack(
+    return LOCAL_HEADER.pack(
         zipfile.stringFileHeader, _VERSION_ZIP64 if wide else _VERSION, 0, _flags(p.entry.name),
         zipfile.ZIP_STORED, dtime, date, p.crc32, size32, size32, len(name), len(extra),
     ) + name + extra
@@ -254,7 +331,7 @@ def _central_record(p: _Pending, offset: int, date: int, dtime: int) -> bytes:
     extra = struct.pack(f"<HH{len(wide)}Q", ZIP64_EXTRA_ID, 8 * len(wide), *wide) if wide else b""
     version = _VERSION_ZIP64 if wide else _VERSION
     size32 = min(p.size, U32_MAX)
-    return _CENTRAL.pack(
+    return CENTRAL.pack(
         zipfile.stringCentralDir, version, _UNIX, version, 0, _flags(p.entry.name), zipfile.ZIP_STORED,
         dtime, date, p.crc32, size32, size32, len(name), len(extra), 0, 0, 0,
         (stat.S_IFREG | (p.entry.mode & 0o7777)) << 16, min(offset, U32_MAX),
@@ -265,12 +342,12 @@ def _end_records(count: int, cd_offset: int, cd_size: int) -> bytes:
     out = b""
     if count >= U16_MAX or cd_offset >= U32_MAX or cd_size >= U32_MAX:
         eocd64_offset = cd_offset + cd_size
-        out += _EOCD64.pack(
-            zipfile.stringEndArchive64, _EOCD64.size - 12, _UNIX << 8 | _VERSION_ZIP64, _VERSION_ZIP64,
+        out += EOCD64.pack(
+            zipfile.stringEndArchive64, EOCD64.size - 12, _UNIX << 8 | _VERSION_ZIP64, _VERSION_ZIP64,
             0, 0, count, count, cd_size, cd_offset,
         )
-        out += _LOCATOR.pack(zipfile.stringEndArchive64Locator, 0, eocd64_offset, 1)
-    return out + _EOCD.pack(
+        out += LOCATOR.pack(zipfile.stringEndArchive64Locator, 0, eocd64_offset, 1)
+    return out + EOCD.pack(
         zipfile.stringEndArchive, 0, 0, min(count, U16_MAX), min(count, U16_MAX),
         min(cd_size, U32_MAX), min(cd_offset, U32_MAX), 0,
     )
@@ -322,14 +399,20 @@ def _base_entries(base: Path, records: Sequence[CentralRecord], limit: int, buf:
     return infos
 
 
+Digest = Callable[[Path, os.stat_result, str], None]
+
+
 def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, align: int = DEFAULT_ALIGN,
-           epoch: int = 0, mode: int = 0o755, before_replace: Callable[[], None] | None = None) -> AppendResult:
+           epoch: int = 0, mode: int = 0o755, before_replace: Callable[[], None] | None = None,
+           on_digest: Digest | None = None) -> AppendResult:
     """Write ``output`` = ``base`` + ``entries`` (stored, data aligned to ``align``) + one central directory.
 
     ``epoch`` (SOURCE_DATE_EPOCH) timestamps every new entry. The output is written beside
     itself under a temporary name (opencoti_build.tempfiles) and renamed into place, so a failure
     leaves any previous ``output`` untouched; ``before_replace`` runs just before the rename (the
     packager removes the old manifest there, so no manifest ever describes other bytes).
+    ``on_digest(path, stat, sha256)`` is called for the base and each file entry as read, then for
+    the output as written (unless it changed after the rename: then not at all).
     Raises ZipAppendError (or ZipStoreError for a bad base).
     """
     base, output = Path(base), Path(output)
@@ -337,10 +420,11 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         raise ZipAppendError(f"ALIGN={align} is not a power of two between 1 and 2**30; use e.g. 65536")
     store = read_zip_store(base)
     _check_entries(entries, {r.name for r in store.records}, base)
-    buf = bytearray(_CHUNK)
-    pending = [_measure(e, buf) for e in entries]
-    base_infos = _base_entries(base, store.records, store.cd_offset, buf)
+    for entry in entries:
+        _check_input(entry)
+    base_infos = _base_entries(base, store.records, store.cd_offset, bytearray(_CHUNK))
     date, dtime = dos_datetime(epoch)
+    heard = on_digest or (lambda path, st, sha256: None)
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -349,36 +433,30 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         raise ZipAppendError(f"cannot write {output}: {exc.strerror or exc}") from exc
     try:
         sink = _Sink(fd)
-        base_sha = hashlib.sha256()
-
-        def base_data(view: memoryview) -> None:
-            base_sha.update(view)
-            sink.write(view)
-
-        def base_hole(length: int) -> None:
-            _hash_zeros(length, base_sha.update)
-            sink.hole(length)
-
-        _stream(base, store.file_size, buf, base_data, base_hole)
-        records = [r.raw for r in store.records]
-        infos = list(base_infos)
-        for p in pending:
-            header = _local_header(p, date, dtime)
-            start = -(-(sink.pos + len(header)) // align) * align  # data offset: next multiple of align
-            sink.write(bytes(start - len(header) - sink.pos))
-            offset = sink.pos
-            sink.write(header)
-            infos.append(_write_data(sink, p, buf, offset=start))
-            records.append(_central_record(p, offset, date, dtime))
-        cd_offset = sink.pos
-        for record in records:
-            sink.write(record)
-        sink.write(_end_records(len(records), cd_offset, sink.pos - cd_offset))
+        with _Workers() as workers:
+            base_sha = hashlib.sha256()
+            _read_whole(base, store.file_size, sink, workers, [base_sha.update], heard, base_sha)
+            digest = _OutputDigest(fd, sink.pos, base_sha.copy(), workers.readback)  # the output begins with the base
+            records = [r.raw for r in store.records]
+            infos = list(base_infos)
+            for entry in entries:
+                info, record = _write_entry(sink, entry, workers, heard, align=align, date=date, dtime=dtime)
+                digest.through(sink.pos)
+                infos.append(info)
+                records.append(record)
+            cd_offset = sink.pos
+            for record in records:
+                sink.write(record)
+            sink.write(_end_records(len(records), cd_offset, sink.pos - cd_offset))
+            digest.through(sink.pos)
+            sha256 = digest.hexdigest()
         os.fchmod(fd, mode)
         os.fsync(fd)
+        written = os.fstat(fd)
         if before_replace is not None:
             before_replace()
         os.replace(tmp, output)
+        renamed = os.fstat(fd)  # the rename moves the ctime; anything else means another writer
         os.close(fd)
         fd = -1
     except BaseException as exc:
@@ -388,33 +466,64 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         if isinstance(exc, OSError):
             raise ZipAppendError(f"cannot write {output}: {exc.strerror or exc}") from exc
         raise
-    return AppendResult(output, sink.pos, sink.sha.hexdigest(), base_sha.hexdigest(), align, tuple(infos))
+    if (renamed.st_size, renamed.st_mtime_ns) == (written.st_size, written.st_mtime_ns):
+        heard(output, renamed, sha256)
+    return AppendResult(output, sink.pos, sha256, base_sha.hexdigest(), align, tuple(infos))
 
 
-def _write_data(sink: _Sink, p: _Pending, buf: bytearray, *, offset: int) -> EntryInfo:
-    """Copy one entry's data (second pass), hashing it and re-checking its CRC."""
-    digest = hashlib.sha256()
-    crc = _Crc()
-    if p.entry.data is not None:
-        digest.update(p.entry.data)
-        crc.update(p.entry.data)
-        sink.write(p.entry.data)
+def _read_whole(path: Path, size: int, sink: _Sink, workers: _Workers,
+                updates: Sequence[Callable[[bytes | memoryview], object]], heard: Digest, sha: hashlib._Hash) -> int:
+    """Copy ``path`` (``size`` bytes, or all of it when negative) once; its size. A change while it is read is refused."""
+    try:
+        f = open(path, "rb", buffering=0)
+    except OSError as exc:
+        raise ZipAppendError(f"cannot read {path}: {exc.strerror}") from exc
+    with f:
+        before = os.fstat(f.fileno())
+        if size < 0:
+            size = before.st_size
+        _copy(path, f, size, sink, workers, updates)
+        if _identity(os.fstat(f.fileno())) != _identity(before):
+            raise ZipAppendError(f"{path} changed while being packaged; package again")
+    if size == before.st_size:  # read whole
+        heard(path, before, sha.hexdigest())
+    return size
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
+def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, heard: Digest, *, align: int, date: int,
+                 dtime: int) -> tuple[EntryInfo, bytes]:
+    """Padding, local header (CRC-32 filled in after the data), data: the entry's info and central record."""
+    if entry.data is not None:
+        size, crc32 = len(entry.data), zlib.crc32(entry.data)
     else:
-        assert p.entry.path is not None
-
-        def data(view: memoryview) -> None:
-            digest.update(view)
-            crc.update(view)
-            sink.write(view)
-
-        def hole(length: int) -> None:
-            _hash_zeros(length, digest.update, crc.update)
-            sink.hole(length)
-
-        _stream(p.entry.path, p.size, buf, data, hole)
-    if crc.value != p.crc32:
-        raise ZipAppendError(f"{p.entry.path} changed while being packaged; package again")
-    return EntryInfo(p.entry.name, offset, p.size, p.size, "stored", p.crc32, digest.hexdigest(), appended=True)
+        assert entry.path is not None
+        try:
+            size = os.stat(entry.path).st_size  # what the header's size fields (and zip64 extra) need
+        except OSError as exc:
+            raise ZipAppendError(f"cannot read {entry.path}: {exc.strerror}") from exc
+        crc32 = 0  # a placeholder until the data has been read
+    header = _local_header(_Pending(entry, size, crc32), date, dtime)
+    start = -(-(sink.pos + len(header)) // align) * align  # data offset: next multiple of align
+    sink.write(bytes(start - len(header) - sink.pos))
+    offset = sink.pos
+    sink.write(header)
+    sha = hashlib.sha256()
+    if entry.data is not None:
+        sha.update(entry.data)
+        sink.write(entry.data)
+    else:
+        crc = _Crc()
+        if _read_whole(entry.path, -1, sink, workers, [crc.update, sha.update], heard, sha) != size:
+            raise ZipAppendError(f"{entry.path} changed while being packaged; package again")
+        crc32 = crc.value
+        sink.patch(offset, _local_header(_Pending(entry, size, crc32), date, dtime))
+    done = _Pending(entry, size, crc32)
+    info = EntryInfo(entry.name, start, size, size, "stored", crc32, sha.hexdigest(), appended=True)
+    return info, _central_record(done, offset, date, dtime)
 
 
 __all__ = [

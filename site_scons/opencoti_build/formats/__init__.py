@@ -1,0 +1,11 @@
+"""Readers and writers of file formats, with no knowledge of the build.
+
+- ``elfcheck``: DT_NEEDED closure of an ELF shared object and the imports nothing in it defines.
+- ``gguf_model``: the GGUF header and tensor table of a model, checked whole before it is packaged.
+- ``hipbundle``: the offload bundles of ``.hip_fatbin`` (plain and compressed CCOB) and their gfx targets.
+- ``host_strings``: printable strings a host binary holds (what an embedded ``.args`` may name).
+- ``nvfatbin``: the ``.nv_fatbin`` container and the CUDA architectures in it.
+- ``spirv``: SPIR-V module headers and the modules embedded in a DSO.
+- ``zipappend``: appending stored entries to an APE's zip store, aligned, atomically.
+- ``zipstore``: reading a zip store: its central directory, entry data offsets, methods.
+"""

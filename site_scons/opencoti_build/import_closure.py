@@ -1,0 +1,56 @@
+"""The source files of a module of this package and of every module of it that it imports, transitively.
+
+A step whose output bytes are decided by Python code (the artifact and manifest writers,
+site_tools/llamafile_package.py) depends on the files of that code, so that an edit to any of them redoes
+the step. The list is read from the modules' import statements, lazy imports inside functions included,
+never kept by hand. It errs on the side of more files: a module imported for one name still counts.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "opencoti_build"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def module_file(name: str) -> Path | None:
+    """The source of module ``name`` (``opencoti_build.x.y``), or None when it names no module of the package."""
+    parts = name.split(".")
+    if parts[0] != PACKAGE:
+        return None
+    path = PACKAGE_DIR.joinpath(*parts[1:])
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def imported_names(source: Path) -> set[str]:
+    """Every ``opencoti_build...`` name the module at ``source`` imports, and for ``from X import y`` also ``X.y``
+    (``y`` may be a submodule)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"), str(source))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {n for n in names if n.split(".")[0] == PACKAGE}
+
+
+def source_files(*modules: str) -> list[Path]:
+    """The files of ``modules`` and of the package's modules they import, transitively (packages' ``__init__``
+    included: importing a submodule runs them), sorted."""
+    found: dict[str, Path] = {}
+    pending = list(modules)
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        source = module_file(name)
+        if source is None:
+            continue
+        found[name] = source
+        pending += imported_names(source)
+        pending += [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]  # its parent packages
+    return sorted(set(found.values()))

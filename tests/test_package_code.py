@@ -1,0 +1,54 @@
+"""The code that writes artifacts and manifests is their input: an edit to any module of it redoes them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import MINI_TREE, MINI_VERSION, copy_checkout, scons
+from packaging_support import PLEDGE, as_llamafile
+
+from opencoti_build import import_closure, summary
+
+PACKAGE_DIR = import_closure.PACKAGE_DIR
+
+
+def relative(paths: list[Path]) -> set[str]:
+    return {p.relative_to(PACKAGE_DIR).as_posix() for p in paths}
+
+
+def test_closure_follows_imports_lazy_ones_and_packages_included() -> None:
+    files = relative(import_closure.source_files("opencoti_build.manifest"))
+    # manifest -> backends (the registry) -> the readers it imports inside its functions
+    assert {"manifest.py", "backends.py", "versioning.py", "formats/nvfatbin.py", "formats/hipbundle.py",
+            "formats/spirv.py", "formats/__init__.py", "__init__.py"} <= files
+    assert "packaging.py" not in files and "provision.py" not in files
+
+
+def test_modules_outside_the_package_are_not_followed(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("import os\nfrom SCons.Script import Action\nfrom opencoti_build import errors as e\n"
+                      "def f():\n    from opencoti_build.formats import spirv\n")
+    assert import_closure.imported_names(source) == {
+        "opencoti_build", "opencoti_build.errors", "opencoti_build.formats", "opencoti_build.formats.spirv"}
+
+
+def rerun_steps(project: Path, build: Path, host: Path) -> list[str]:
+    proc = scons("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", "ARCH=x86_64", f"HOST={host}", build=build,
+                 project=project)
+    return sorted(line.split()[0] for line in summary.unprefixed(proc.stdout) if line.startswith(("PACKAGE ", "MANIFEST ")))
+
+
+def edit(path: Path) -> None:
+    path.write_text(path.read_text() + "\n# edited\n")
+
+
+def test_an_edit_to_the_code_redoes_what_it_writes(tmp_path: Path) -> None:
+    (tmp_path / "checkout").mkdir()
+    project = copy_checkout(tmp_path / "checkout")
+    host = as_llamafile(PLEDGE, tmp_path / "pledge", MINI_VERSION)
+    build = tmp_path / "b"
+    assert rerun_steps(project, build, host) == ["MANIFEST", "PACKAGE"]  # the first run
+    assert rerun_steps(project, build, host) == []  # nothing changed
+    edit(project / "site_scons" / "opencoti_build" / "formats" / "spirv.py")  # a reader the manifest uses
+    assert rerun_steps(project, build, host) == ["MANIFEST"]
+    edit(project / "site_scons" / "opencoti_build" / "formats" / "zipappend.py")  # the artifact's writer
+    assert rerun_steps(project, build, host) == ["MANIFEST", "PACKAGE"]
