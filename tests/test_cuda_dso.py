@@ -6,22 +6,14 @@ import stat
 from pathlib import Path
 
 import pytest
-from conftest import MINI_TREE, scons
+from conftest import MINI_TREE, NVCC13_ROOT, dso_paths, scons
 
-from opencoti_build import nvfatbin, summary
+from opencoti_build import summary
 
-NVCC_ROOT = Path("/usr/local/cuda-13.0")
-pytestmark = pytest.mark.skipif(not (NVCC_ROOT / "bin" / "nvcc").exists(), reason="needs nvcc 13")
+from opencoti_build.formats import nvfatbin
+
+pytestmark = pytest.mark.usefixtures("nvcc13")  # skipped without the CUDA 13 toolkit
 ARCHS = "CUDA_ARCHS=75,120f"  # two archs keep nvcc fast on a small machine
-VERSION = "0.10.3"
-
-
-def dso_path(build: Path) -> Path:
-    return build / "vendors-dist" / "llamafile" / "cuda" / VERSION / "ggml-cuda.so"
-
-
-def mirror_path(build: Path) -> Path:
-    return build / "home" / ".llamafile" / "v" / VERSION / "ggml-cuda.so"
 
 
 def nvcc_compiles(stdout: str) -> list[str]:
@@ -32,7 +24,7 @@ def nvcc_compiles(stdout: str) -> list[str]:
 
 def cuda_build(src: Path, build: Path, *extra: str, check: bool = True):
     # FA_ALL_QUANTS=0 keeps the nvcc runs few; the default (all K/V pairs) is checked with -n below
-    return scons(f"SRC={src}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, "FA_ALL_QUANTS=0", *extra, "cuda", build=build,
+    return scons(f"SRC={src}", f"CUDA_PATH={NVCC13_ROOT}", ARCHS, "FA_ALL_QUANTS=0", *extra, "cuda", build=build,
                  check=check)
 
 
@@ -46,7 +38,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
 
 def test_dso_holds_the_requested_archs_and_entry_points(built) -> None:
     build, proc = built
-    dso = dso_path(build)
+    dso = dso_paths("cuda", build)[0]
     assert nvfatbin.arch_names(dso) == ["sm_120f", "sm_75"]
     import lief
 
@@ -64,14 +56,14 @@ def test_sources_follow_the_selection_rules(built) -> None:
 
 
 def test_fa_all_quants_by_default_adds_the_mixed_instances(tmp_path: Path) -> None:
-    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", ARCHS, "-n", "VERBOSE=1", "cuda", build=tmp_path)
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC13_ROOT}", ARCHS, "-n", "VERBOSE=1", "cuda", build=tmp_path)
     assert "fattn-vec-instance-q4_0-f16.cu" in nvcc_compiles(proc.stdout)
     assert "-DGGML_CUDA_FA_ALL_QUANTS" in proc.stdout
 
 
 def test_mirror_is_byte_identical_and_stale_home_copy_warns(built) -> None:
     build, proc = built
-    assert mirror_path(build).read_bytes() == dso_path(build).read_bytes()
+    assert dso_paths("cuda", build)[1].read_bytes() == dso_paths("cuda", build)[0].read_bytes()
     warns = [line for line in proc.stderr.splitlines() if "ggml-cuda.so differs" in line]
     assert warns == [f"WARN: {build / 'home' / 'ggml-cuda.so'} differs from the ggml-cuda.so just built and may be "
                      f"loaded instead of it; delete it or copy the new one over it"]
@@ -79,7 +71,7 @@ def test_mirror_is_byte_identical_and_stale_home_copy_warns(built) -> None:
 
 def test_null_rebuild_does_nothing_and_a_fresh_home_copy_is_quiet(built) -> None:
     build, _ = built
-    shutil.copyfile(dso_path(build), build / "home" / "ggml-cuda.so")
+    shutil.copyfile(dso_paths("cuda", build)[0], build / "home" / "ggml-cuda.so")
     proc = cuda_build(MINI_TREE, build)
     assert nvcc_compiles(proc.stdout) == []
     assert "Linking" not in proc.stdout
@@ -105,13 +97,13 @@ def test_missing_core_source_fails_naming_the_symbol(tree: Path, tmp_path: Path)
     assert proc.returncode != 0
     assert ("ggml-cuda.so: undefined symbol dequantize_row_turbo2_0 provided by no DT_NEEDED library; add the ggml "
             "core source defining it to GGML_CORE_SOURCES in site_scons/opencoti_build/sources.py") in proc.stderr
-    out_dir = dso_path(tmp_path).parent
+    out_dir = dso_paths("cuda", tmp_path)[0].parent
     assert not out_dir.exists() or sorted(p.name for p in out_dir.iterdir()) == []
-    assert not mirror_path(tmp_path).exists()
+    assert not dso_paths("cuda", tmp_path)[1].exists()
 
 
 def test_unknown_arch_fails_before_any_compile(tmp_path: Path) -> None:
-    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", "CUDA_ARCHS=75,99", "cuda", build=tmp_path, check=False)
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC13_ROOT}", "CUDA_ARCHS=75,99", "cuda", build=tmp_path, check=False)
     assert proc.returncode == 2
     assert [line for line in proc.stderr.splitlines() if "error" in line] == [
         "scons: error: CUDA_ARCHS: nvcc 13.0 cannot build sm_99 (it builds 75, 80, 86, 87, 88, 89, 90, 90a, 100, 100a, "
@@ -127,11 +119,17 @@ def test_cuda_path_pointing_nowhere(tmp_path: Path) -> None:
         f"toolkit, or leave it empty to search /usr/local/cuda-12.6 and the usual places"]
 
 
-def test_broken_nvcc(tmp_path: Path) -> None:
+def fake_nvcc(tmp_path: Path, script: str) -> Path:
+    """``tmp_path/cuda/bin/nvcc``: a shell script standing in for nvcc."""
     nvcc = tmp_path / "cuda" / "bin" / "nvcc"
     nvcc.parent.mkdir(parents=True)
-    nvcc.write_text("#!/bin/sh\necho 'libnvvm.so.4: cannot open shared object file' >&2\nexit 127\n")
+    nvcc.write_text(f"#!/bin/sh\n{script}\n")
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+    return nvcc
+
+
+def test_broken_nvcc(tmp_path: Path) -> None:
+    nvcc = fake_nvcc(tmp_path, "echo 'libnvvm.so.4: cannot open shared object file' >&2\nexit 127")
     proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={tmp_path / 'cuda'}", "cuda", build=tmp_path, check=False)
     assert proc.returncode == 2
     assert [line for line in proc.stderr.splitlines() if "error" in line] == [
@@ -141,10 +139,7 @@ def test_broken_nvcc(tmp_path: Path) -> None:
 
 def test_host_build_reads_no_backend(tmp_path: Path) -> None:
     log = tmp_path / "nvcc.log"
-    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
-    nvcc.parent.mkdir(parents=True)
-    nvcc.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexit 1\n")
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+    fake_nvcc(tmp_path, f'echo "$@" >> {log}\nexit 1')
     proc = scons("-n", f"SRC={MINI_TREE}", f"CUDA_PATH={tmp_path / 'cuda'}", build=tmp_path)
     assert not log.exists()
     assert "WARN" not in proc.stderr
@@ -153,13 +148,13 @@ def test_host_build_reads_no_backend(tmp_path: Path) -> None:
 def test_cublas_build_links_cublas_instead_of_tinyblas(tmp_path: Path) -> None:
     from opencoti_build import cublas
 
-    if cublas.find_any(str(NVCC_ROOT), 13) is None:
+    if cublas.find_any(str(NVCC13_ROOT), 13) is None:
         pytest.skip("no cuBLAS 13 in the toolkit or the nvidia-cublas wheel")
-    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC_ROOT}", "CUDA_ARCHS=75", "FA_ALL_QUANTS=0", "CUBLAS=1",
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={NVCC13_ROOT}", "CUDA_ARCHS=75", "FA_ALL_QUANTS=0", "CUBLAS=1",
                  "VERBOSE=1", "cuda", build=tmp_path)
     assert "tinyblas.cu" not in nvcc_compiles(proc.stdout) and "-DGGML_USE_CUBLAS" in proc.stdout
     import lief
 
-    dso = lief.ELF.parse(str(dso_path(tmp_path)))
+    dso = lief.ELF.parse(str(dso_paths("cuda", tmp_path)[0]))
     assert "libcublas.so.13" in dso.libraries  # resolved at verification through the wheel's lib dir
     assert "ggml_cuda_cublas_ready" in {s.name for s in dso.dynamic_symbols if s.exported}

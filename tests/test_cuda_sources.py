@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from native_support import sdist_llamacpp
-from opencoti_build import cublas
+from opencoti_build import errors
 from opencoti_build.cuda_sources import CUDA_DIR, INSTANCES_DIR, cuda_defines, cuda_sources
-from site_tools.nvcc import locate_nvcc, nvcc_version
+from opencoti_build.toolchains import cuda
 
 OLD_FATTN = "#ifdef GGML_CUDA_FA_ALL_QUANTS\n#endif\n"
 NEW_FATTN = "#define CASE(K, V) if constexpr (GGML_CUDA_FA_##K##_##V) {}\n"
@@ -52,10 +52,14 @@ def test_new_ggml_gets_one_define_per_pair_matching_the_compiled_instances(tmp_p
 def test_the_real_fattn_cu_sees_every_pair_it_asks_for(tmp_path: Path, all_quants: bool) -> None:
     """The sdist's fattn.cu, preprocessed by nvcc with these defines, names no undefined GGML_CUDA_FA_ macro."""
     real = sdist_llamacpp(download=False)
-    nvcc, _ = locate_nvcc("")  # the toolkit search `scons cuda` does without CUDA_PATH
-    if real is None or nvcc is None:
+    try:
+        toolkit = cuda.probe({"ENV": dict(os.environ)})  # the toolkit search `scons cuda` does without CUDA_PATH
+    except errors.Absent:
+        toolkit = None
+    if real is None or toolkit is None:
         pytest.skip("needs nvcc and the cached llama-cpp-python sdist")
-    found = cublas.find_any(str(Path(nvcc).parents[1]), nvcc_version(nvcc, dict(os.environ))[0])
+    nvcc = toolkit.nvcc
+    found = cuda.link_libraries(toolkit, cublas=True).cublas
     if found is None:
         pytest.skip("no cuBLAS headers for this nvcc (ggml-cuda includes cublas_v2.h)")
     view = tmp_path / "view"

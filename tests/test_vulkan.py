@@ -8,25 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from SCons.Environment import Environment
-
-from conftest import PROJECT, scons
-from opencoti_build import spirv
+from conftest import dso_paths, scons
+from opencoti_build import errors, vulkan_shaders
+from opencoti_build.formats import spirv
+from opencoti_build.toolchains import vulkan
 
 pytestmark = pytest.mark.skipif(shutil.which("glslc") is None, reason="glslc not installed")
 
-VERSION = "0.10.3"
 SHADERS = ["add_f32", "add_u32", "copy", "scale_f32"]
-SHADER_DIR = "llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders"
-TOOLS = PROJECT / "site_scons" / "site_tools"
-
-
-def dso_path(build: Path) -> Path:
-    return build / "vendors-dist" / "llamafile" / "vulkan" / VERSION / "ggml-vulkan.so"
-
-
-def mirror_path(build: Path) -> Path:
-    return build / "home" / ".llamafile" / "v" / VERSION / "ggml-vulkan.so"
+SHADER_DIR = vulkan_shaders.SHADER_DIR
 
 
 def spirv_compiled(stdout: str) -> list[str]:
@@ -41,12 +31,12 @@ def build_vulkan(tree: Path, build: Path, *extra: str, check: bool = True):
 def test_builds_embeds_and_mirrors(tree: Path, tmp_path: Path) -> None:
     proc = build_vulkan(tree, tmp_path)
     assert spirv_compiled(proc.stdout) == SHADERS
-    dso = dso_path(tmp_path)
+    dso, mirror = dso_paths("vulkan", tmp_path)
     assert spirv.embedded_shaders(str(dso)) == SHADERS
     modules = spirv.find_modules(dso.read_bytes())
     assert len(modules) == len(SHADERS)
     assert {m.header.version for m in modules} == {"1.5"}  # --target-env=vulkan1.2
-    assert filecmp.cmp(dso, mirror_path(tmp_path), shallow=False)
+    assert filecmp.cmp(dso, mirror, shallow=False)
 
 
 def test_header_edit_rebuilds_exactly_its_includers(tree: Path, tmp_path: Path) -> None:
@@ -80,8 +70,9 @@ def test_glsl_syntax_error_is_one_line_and_leaves_no_dso(tree: Path, tmp_path: P
     assert proc.returncode != 0
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "scale.comp:" in line and "error" in line]
     assert len(errors) == 1, proc.stdout + proc.stderr
-    assert not dso_path(tmp_path).parent.exists() or not any(dso_path(tmp_path).parent.iterdir())
-    assert not mirror_path(tmp_path).exists()
+    dso, mirror = dso_paths("vulkan", tmp_path)
+    assert not dso.parent.exists() or not any(dso.parent.iterdir())
+    assert not mirror.exists()
 
 
 def test_vulkan_sdk_without_glslc_is_one_error_line(tree: Path, tmp_path: Path) -> None:
@@ -91,10 +82,17 @@ def test_vulkan_sdk_without_glslc_is_one_error_line(tree: Path, tmp_path: Path) 
     assert [line for line in proc.stderr.splitlines() if "VULKAN_SDK" in line] == [
         f"scons: error: VULKAN_SDK={sdk} has no executable bin/glslc; point it at a Vulkan SDK "
         "or leave it empty to use glslc on PATH"]
-    assert not dso_path(tmp_path).exists()
+    assert not dso_paths("vulkan", tmp_path)[0].exists()
 
 
 def test_no_glslc_on_path_is_a_reason_to_skip(tmp_path: Path) -> None:
-    env = Environment(tools=[], toolpath=[str(TOOLS)], VULKAN_SDK="", ENV={"PATH": str(tmp_path)})
-    env.Tool("glslc")
-    assert env.ProbeVulkan() == "no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"
+    with pytest.raises(errors.Absent) as absent:
+        vulkan.probe({"VULKAN_SDK": "", "ENV": {"PATH": str(tmp_path)}})
+    assert str(absent.value) == "no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"
+
+
+def test_no_glslc_skips_the_backend_with_one_warn_line(tree: Path, tmp_path: Path) -> None:
+    proc = scons(f"SRC={tree}", "vulkan", build=tmp_path, env_extra={"PATH": str(tmp_path / "no-glslc-here")})
+    assert [line for line in proc.stderr.splitlines() if line.startswith("WARN")] == [
+        "WARN: vulkan skipped: no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"]
+    assert not dso_paths("vulkan", tmp_path)[0].exists()

@@ -1,6 +1,7 @@
 """Where cuBLAS is: in the CUDA toolkit, or in NVIDIA's ``nvidia-cublas`` wheel (nvcc-only toolkits lack it).
 
-Used by ``scons cuda CUBLAS=1`` and by the native lane's libggml-cuda.so.
+Asked through ``opencoti_build.toolchains.cuda.link_libraries`` by ``scons cuda CUBLAS=1`` and by the native
+lane's libggml-cuda.so.
 """
 from __future__ import annotations
 

@@ -15,8 +15,11 @@ ggml tells ``fattn.cu`` which vector instances exist in one of two ways, by vers
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 from pathlib import Path
+
+from opencoti_build.sources import tree_file, tree_glob
 
 CUDA_DIR = "llama.cpp/ggml/src/ggml-cuda"
 INSTANCES_DIR = f"{CUDA_DIR}/template-instances"
@@ -39,30 +42,29 @@ def _instance_selected(name: str, fa_all_quants: bool) -> bool:
     return False
 
 
-def cuda_sources(root: str | Path, fa_all_quants: bool = False) -> list[str]:
-    """Tree-relative ``.cu`` files under ``root`` to compile, sorted (TinyBLAS not included)."""
-    root = Path(root)
-    top = sorted(p.relative_to(root).as_posix() for p in (root / CUDA_DIR).glob("*.cu"))
-    instances = sorted(
-        p.relative_to(root).as_posix() for p in (root / INSTANCES_DIR).glob("*.cu")
-        if _instance_selected(p.name, fa_all_quants)
-    )
+def cuda_sources(root: str | Path, fa_all_quants: bool = False, llama: str | Path | None = None) -> list[str]:
+    """Tree-relative ``.cu`` files under ``root`` to compile, sorted (TinyBLAS not included).
+
+    ``llama``: where ``llama.cpp/`` lies when it is not ``root/llama.cpp`` (sources.tree_file)."""
+    top = tree_glob(root, f"{CUDA_DIR}/*.cu", llama)
+    instances = [p for p in tree_glob(root, f"{INSTANCES_DIR}/*.cu", llama)
+                 if _instance_selected(posixpath.basename(p), fa_all_quants)]
     return top + instances
 
 
-def _per_pair_scheme(root: Path) -> bool:
-    fattn = root / CUDA_DIR / "fattn.cu"
+def _per_pair_scheme(root: str | Path, llama: str | Path | None) -> bool:
+    fattn = tree_file(root, f"{CUDA_DIR}/fattn.cu", llama)
     return fattn.is_file() and PER_PAIR_MARK in fattn.read_text(errors="replace")
 
 
-def cuda_defines(root: str | Path, fa_all_quants: bool) -> list:
-    """Defines that tell ggml-cuda which flash-attention vector instances exist, in the tree's own scheme."""
-    root = Path(root)
-    if not _per_pair_scheme(root):
+def cuda_defines(root: str | Path, fa_all_quants: bool, llama: str | Path | None = None) -> list:
+    """Defines that tell ggml-cuda which flash-attention vector instances exist, in the tree's own scheme
+    (``llama`` as in cuda_sources)."""
+    if not _per_pair_scheme(root, llama):
         return [ALL_QUANTS_DEFINE] if fa_all_quants else []
-    pairs = {m.groups(): _instance_selected(p.name, fa_all_quants)
-             for p in (root / INSTANCES_DIR).glob("fattn-vec-instance-*.cu")
-             if (m := PER_PAIR_INSTANCE.fullmatch(p.name))}
+    names = [posixpath.basename(p) for p in tree_glob(root, f"{INSTANCES_DIR}/fattn-vec-instance-*.cu", llama)]
+    pairs = {m.groups(): _instance_selected(name, fa_all_quants)
+             for name in names if (m := PER_PAIR_INSTANCE.fullmatch(name))}
     selected = "all" if fa_all_quants else ",".join(FATTN_VEC_SAME_TYPE)
     return [("GGML_CUDA_FA_QUANTS", f'"{selected}"')] + [
         (f"GGML_CUDA_FA_{k.upper()}_{v.upper()}", int(on)) for (k, v), on in sorted(pairs.items())]

@@ -1,8 +1,7 @@
 """SCons tool ``glslc``: GLSL compute shaders -> SPIR-V, and SPIR-V embedded into C++.
 
-Nothing runs when the tool is loaded. ``env.ProbeVulkan()`` finds glslc (``$VULKAN_SDK/bin/glslc``
-when VULKAN_SDK is set, default env OPENCOTI_VULKAN_SDK; else ``glslc`` on PATH) and asks its
-version, once per build; it is called only by the SConscript of a requested Vulkan build.
+Nothing runs when the tool is loaded: glslc is found by ``opencoti_build.toolchains.vulkan.probe``,
+called only for a requested Vulkan build; ``env.UseToolchain(found)`` then points the environment at it.
 
 - ``env.Spirv(target, source, GLSLDEFINES=[...])``: one ``.comp`` -> one ``.spv`` with
   ``glslc -fshader-stage=compute --target-env=vulkan1.2 -O`` and a ``-D`` per define.
@@ -12,109 +11,42 @@ version, once per build; it is called only by the SConscript of a requested Vulk
   (``{name: defines}``), ``directory/<name>.spv`` (names must differ across a build).
 - ``env.EmbedSpirv(cpp, hpp, spvs)``: C++ defining ``unsigned char <name>_data[]`` and
   ``unsigned int <name>_len`` for each ``<name>.spv``, and the header declaring them, as
-  vulkan-shaders-gen does. Output depends only on the names and bytes (sorted by name).
+  vulkan-shaders-gen does (``opencoti_build.formats.spirv.c_array_source``). Output depends only on the
+  names and bytes (sorted by name).
+
+Construction variables read: ``GLSLCFLAGS``, ``GLSLDEFINES``, ``GLSLPATH``, ``GLSLCCOMSTR``. Set by
+``UseToolchain``: ``GLSLC``, ``BACKEND_TOOLCHAIN`` (for the manifest). Set by the tool: ``GLSLCCOM``,
+``_GLSLDEFFLAGS``, ``_GLSLINCFLAGS``, ``SPIRV_NAMES`` (per EmbedSpirv call), and defaults for the rest.
 """
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import SCons.Action
 import SCons.Errors
-import SCons.Scanner
 from SCons.Builder import Builder
 from SCons.Environment import Base as Environment
-from opencoti_build.errors import UserError
+
+from opencoti_build import toolchains
+from opencoti_build.formats import spirv
+from opencoti_build.toolchains import vulkan
+from site_tools.include_scanner import include_scanner
 
 BASE_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.2", "-O")
-PROBE_TIMEOUT_S = 60
-BYTES_PER_LINE = 16
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-_PROBES: dict[str, "GlslcToolchain | str"] = {}  # a str: why that glslc is unusable
 
 
-@dataclass(frozen=True)
-class GlslcToolchain:
-    glslc: str
-    version: str  # glslc --version's first line, e.g. "shaderc 2023.2-1"
-
-    @property
-    def description(self) -> str:
-        return f"glslc ({self.version}) at {self.glslc}"
-
-
-class VulkanToolchainError(UserError):
-    """VULKAN_SDK names no glslc, or the glslc found is broken (one-line message)."""
-
-
-def _locate(env: Environment) -> str | None:
-    """glslc's path, or None; an explicit VULKAN_SDK without bin/glslc raises (a mistake, not an absence)."""
-    sdk = env.subst("$VULKAN_SDK")
-    if sdk:
-        candidate = os.path.join(sdk, "bin", "glslc")
-        if not os.access(candidate, os.X_OK):
-            raise VulkanToolchainError(f"VULKAN_SDK={sdk} has no executable bin/glslc; point it at a Vulkan SDK "
-                                       f"or leave it empty to use glslc on PATH")
-        return candidate
-    return shutil.which("glslc", path=env["ENV"].get("PATH"))
-
-
-def probe_vulkan(env: Environment) -> GlslcToolchain | str:
-    """glslc (memoized per path), or the reason there is none (for a WARN). Sets ``GLSLC``.
-
-    Raises VulkanToolchainError for an explicit VULKAN_SDK without glslc and for a broken glslc."""
-    glslc = _locate(env)
-    if glslc is None:
-        return "no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR"
-    if glslc not in _PROBES:
-        try:
-            run = subprocess.run([glslc, "--version"], env=env["ENV"], capture_output=True, text=True,
-                                 timeout=PROBE_TIMEOUT_S, check=False)
-            first = (run.stdout.strip().splitlines() or [""])[0]
-            _PROBES[glslc] = (GlslcToolchain(glslc=glslc, version=first) if run.returncode == 0 and first
-                              else f"{glslc} --version failed (exit {run.returncode}); reinstall glslc")
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            _PROBES[glslc] = f"{glslc} could not be run ({exc})"
-    found = _PROBES[glslc]
-    if isinstance(found, str):
-        raise VulkanToolchainError(found)
+def use_toolchain(env: Environment, found: vulkan.GlslcToolchain) -> None:
+    """Compile shaders with ``found`` (from ``opencoti_build.toolchains.vulkan.probe``)."""
     env["GLSLC"] = found.glslc
-    return found
-
-
-def c_array_source(modules: Mapping[str, bytes], header: str) -> str:
-    """The C++ defining every module's ``<name>_data``/``<name>_len``, sorted by name."""
-    lines = [f"// Generated by the opencoti glslc tool from {len(modules)} SPIR-V modules. Do not edit.",
-             f'#include "{header}"', ""]
-    for name in sorted(modules):
-        data = modules[name]
-        lines.append(f"unsigned char {name}_data[{len(data)}] = {{")
-        for start in range(0, len(data), BYTES_PER_LINE):
-            lines.append("    " + ",".join(f"0x{b:02x}" for b in data[start:start + BYTES_PER_LINE]) + ",")
-        lines.append("};")
-        lines.append(f"unsigned int {name}_len = {len(data)};")
-    return "\n".join(lines) + "\n"
-
-
-def c_array_header(names: Sequence[str]) -> str:
-    """The header declaring what ``c_array_source`` defines."""
-    lines = ["// Generated by the opencoti glslc tool. Do not edit.", "#pragma once", ""]
-    for name in sorted(names):
-        lines.append(f"extern unsigned char {name}_data[];")
-        lines.append(f"extern unsigned int {name}_len;")
-    return "\n".join(lines) + "\n"
+    env["BACKEND_TOOLCHAIN"] = found
 
 
 def _embed(target, source, env) -> None:
     cpp, hpp = (Path(t.get_abspath()) for t in target)
     modules = {Path(s.get_abspath()).stem: Path(s.get_abspath()).read_bytes() for s in source}
-    for path, text in ((hpp, c_array_header(list(modules))), (cpp, c_array_source(modules, hpp.name))):
+    for path, text in ((hpp, spirv.c_array_header(list(modules))), (cpp, spirv.c_array_source(modules, hpp.name))):
         staged = path.with_name(f".{path.name}.tmp")
         staged.write_text(text)
         os.replace(staged, path)
@@ -124,7 +56,7 @@ def _embed_spirv(env: Environment, cpp: str, hpp: str, spvs: Sequence) -> list:
     """``cpp`` and ``hpp`` from the ``.spv`` nodes/paths ``spvs``; each stem must be a C identifier."""
     nodes = env.arg2nodes(list(spvs), env.File)
     names = [Path(str(n)).stem for n in nodes]
-    bad = [n for n in names if not _IDENTIFIER.match(n)]
+    bad = [n for n in names if not spirv.is_c_identifier(n)]
     if bad:
         raise SCons.Errors.UserError(f"SPIR-V name {bad[0]!r} is not a C identifier; rename its variant")
     return env._EmbedSpirv([cpp, hpp], nodes, SPIRV_NAMES=sorted(names))
@@ -148,9 +80,7 @@ def generate(env: Environment) -> None:
         _GLSLINCFLAGS="${_concat('-I', GLSLPATH, '', __env__, RDirs, TARGET, SOURCE)}",
         GLSLCCOM="$GLSLC $GLSLCFLAGS $_GLSLDEFFLAGS $_GLSLINCFLAGS -o $TARGET $SOURCE",
     )
-    scanner = SCons.Scanner.ClassicCPP(
-        "GlslScanner", [".comp", ".glsl"], "GLSLPATH", r'^[ \t]*#[ \t]*include[ \t]*(<|")([^>"]+)(>|")',
-    )
+    scanner = include_scanner("GlslScanner", (".comp", ".glsl"), quote_vars=(), dir_vars=("GLSLPATH",))
     env["BUILDERS"]["Spirv"] = Builder(
         action=SCons.Action.Action("$GLSLCCOM", "$GLSLCCOMSTR"),
         suffix=".spv", src_suffix=".comp", source_scanner=scanner, single_source=True,
@@ -160,8 +90,9 @@ def generate(env: Environment) -> None:
     )
     env.AddMethod(_spirv_variants, "SpirvVariants")
     env.AddMethod(_embed_spirv, "EmbedSpirv")
-    env.AddMethod(probe_vulkan, "ProbeVulkan")
+    env.AddMethod(use_toolchain, "UseToolchain")
 
 
 def exists(env: Environment) -> bool:
-    return True
+    """Whether a glslc is where the build would look (``VULKAN_SDK``, PATH)."""
+    return toolchains.found(vulkan.find_glslc, env)

@@ -1,0 +1,59 @@
+"""opencoti_build.backends: the registry every part of the build reads, and its device-code readers."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opencoti_build import backends, binary_report, manifest, targets
+from opencoti_build.formats import spirv
+
+SPIRV_MODULE = b"".join(w.to_bytes(4, "little") for w in (
+    spirv.MAGIC, 0x00010500, 0x000D000B, 8, 0, (2 << 16) | 17, 1, (1 << 16) | spirv.OP_FUNCTION_END))
+
+
+def test_build_order_and_names_are_the_registry_s() -> None:
+    assert backends.NAMES == ("cuda", "rocm", "vulkan")
+    assert [b.dso_name for b in backends.BACKENDS] == ["ggml-cuda.so", "ggml-rocm.so", "ggml-vulkan.so"]
+    assert set(backends.NAMES) <= set(targets.NAMES)
+    # ggml-rocm.so is HIP-compiled ggml-cuda: the loader asks it for the CUDA names
+    assert backends.get("rocm").entry_points == ("ggml_backend_cuda_init", "ggml_backend_cuda_reg")
+    assert backends.get("vulkan").entry_points == ("ggml_backend_vulkan_init", "ggml_backend_vulkan_reg")
+
+
+def test_no_toolchain_message_names_every_backend_and_its_variable() -> None:
+    assert backends.none_built_hint() == (
+        "no CUDA, ROCm or Vulkan toolchain was found (see the WARN lines); install one, "
+        "point CUDA_PATH/ROCM_PATH/VULKAN_SDK at it, or pass CPU_ONLY=1")
+
+
+def test_missing_sources_skip_rocm_and_vulkan_only(tmp_path: Path) -> None:
+    assert backends.get("cuda").missing_sources(str(tmp_path)) is None
+    assert backends.get("rocm").missing_sources(str(tmp_path)).startswith("no ggml-cuda sources in ")
+    assert backends.get("vulkan").missing_sources(str(tmp_path)).endswith("ggml-vulkan.cpp does not exist")
+
+
+@pytest.fixture(scope="module")
+def shader_dso(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A host-code DSO carrying one SPIR-V module as ggml-vulkan embeds it."""
+    tmp = tmp_path_factory.mktemp("registry")
+    (tmp / "s.hpp").write_text(spirv.c_array_header(["copy"]))
+    (tmp / "s.cpp").write_text(spirv.c_array_source({"copy": SPIRV_MODULE}, "s.hpp"))
+    dso = tmp / "ggml-s.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-o", str(dso), str(tmp / "s.cpp")], check=True)
+    return dso
+
+
+def test_every_reader_reads_any_file(shader_dso: Path) -> None:
+    assert [spec.device_code(str(shader_dso)).architectures for spec in backends.BACKENDS] == [(), (), ("spirv-1.5",)]
+    assert manifest.dso_architectures(shader_dso) == ["spirv-1.5"]
+    assert "spir-v modules: 1 (version 1.5)" in binary_report.report(str(shader_dso), [])
+    assert backends.get("vulkan").built_names(str(shader_dso)) == ["copy"]
+
+
+def test_a_missing_lief_is_an_error_not_an_empty_list(shader_dso: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lief", None)  # what `import lief` sees where it is not installed
+    with pytest.raises(ImportError):
+        manifest.dso_architectures(shader_dso)
