@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from opencoti_build.llamacpp_sdist import DOWNLOAD, sdist_llamacpp  # noqa: F401 (the tests' import point)
+from bench.llamacpp_sdist import DOWNLOAD, sdist_llamacpp  # noqa: F401 (the tests' import point)
 
 N_EMBD, N_HEAD, N_FF, N_CTX = 64, 4, 128, 256
 SPECIAL = ("<unk>", "<s>", "</s>")

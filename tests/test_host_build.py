@@ -11,7 +11,7 @@ from pathlib import Path
 import lief
 import SCons.dblite
 
-from conftest import MINI_TREE, PROJECT, compiled, scons
+from conftest import MINI_TREE, MINI_VERSION, PROJECT, compiled, scons
 from opencoti_build import summary
 
 BINARY = "out/o/llamafile/llamafile"
@@ -128,6 +128,24 @@ def test_header_edit_recompiles_exactly_its_dependents(tree: Path, tmp_path: Pat
         assert twin(Path(obj)).stat().st_mtime_ns >= header.stat().st_mtime_ns
 
 
+def test_an_aarch64_only_edit_relinks_the_aarch64_program(tree: Path, tmp_path: Path) -> None:
+    build = tmp_path / "b"
+    scons(f"SRC={tree}", "CACHE_DIR=", build=build)
+    obj = build / "out/o/llamafile/main.cpp.o"
+    x86_before = obj.read_bytes()
+    main = tree / "llamafile/main.cpp"
+    # appended, so the x86-64 half compiles to the same bytes: only the .aarch64 twin changes
+    main.write_text(main.read_text() + '#ifdef __aarch64__\n__attribute__((constructor)) static void arm_only() '
+                    '{ puts("arm-only edit"); }\n#endif\n')
+    proc = scons(f"SRC={tree}", "CACHE_DIR=", build=build)
+    assert compiled(proc) == [str(obj)] and obj.read_bytes() == x86_before
+    arm = subprocess.run(["qemu-aarch64", str(build / BINARY) + ".aarch64.elf"], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert arm.splitlines()[0] == "arm-only edit", proc.stdout
+    x86 = subprocess.run([str(build / BINARY)], capture_output=True, text=True).stdout
+    assert "arm-only edit" not in x86
+
+
 def test_inc_fragment_edit_recompiles_its_includer(tree: Path, tmp_path: Path) -> None:
     build = tmp_path / "b"
     scons(f"SRC={tree}", "CACHE_DIR=", build=build)
@@ -207,7 +225,10 @@ def test_src_with_shell_metacharacters_builds(tmp_path: Path) -> None:
     odd = tmp_path / "tree;&(x)'\"|<>"
     shutil.copytree(MINI_TREE, odd)
     scons(f"SRC={odd}", "CACHE_DIR=", build=tmp_path / "b")
-    assert (tmp_path / "b" / BINARY).is_file()
+    binary = tmp_path / "b" / BINARY
+    assert subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout == f"llamafile v{MINI_VERSION}\n"
+    arm = subprocess.run(["qemu-aarch64", f"{binary}.aarch64.elf"], capture_output=True, text=True, timeout=60).stdout
+    assert arm == "llama ggml 1, sgemm 1 2 3 4, keyword(1)\n"
 
 
 def test_src_with_a_space_is_refused_in_one_line(tmp_path: Path) -> None:

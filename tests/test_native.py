@@ -1,6 +1,7 @@
 """`scons native`: the native-ELF lane on the miniature tree, its rules, and the CUDA half on real .cu files."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -147,6 +148,24 @@ def test_native_rebuild_is_null_and_clean_removes_outputs(built_native: tuple[Pa
     restored = scons("native", MINI, "CPU_ONLY=1", build=build)  # back from the cache, nothing compiled
     assert "NATIVECC" not in restored.stdout
     assert (native / "bin" / "llama-server").is_file()
+
+
+def test_the_native_objects_are_in_the_compile_database(built_native: tuple[Path, str]) -> None:
+    build, _ = built_native
+    scons("compiledb", "native", MINI, "CPU_ONLY=1", build=build)  # both lanes read: their entries merged
+    entries = json.loads((build / "compile_commands.json").read_text())
+    native = [e for e in entries if e["output"].startswith(str(build / "out" / "native" / "obj") + "/")]
+    # one entry per file, the host's first: the lane's own file is the stubs (llama.cpp's are the fat lane's)
+    stubs = next(e for e in native if e["file"] == str(PROJECT / "native" / "opencoti-elf-stubs.cpp"))
+    assert stubs["arguments"][0] == "g++" and stubs["output"].endswith("/opencoti-elf-stubs.o")
+
+
+def test_a_dry_run_of_a_checkout_of_any_name_writes_nothing(tmp_path: Path) -> None:
+    checkout = tmp_path / "lc-checkout"  # not called llama.cpp: read where it is, through no link
+    checkout.symlink_to(MINI_TREE / "llama.cpp")
+    proc = scons("-n", "native", MINI, "CPU_ONLY=1", f"LLAMACPP={checkout}", build=tmp_path / "b")
+    assert "NATIVECC" in proc.stdout and "NATIVELINK" in proc.stdout
+    assert not (tmp_path / "b" / "out" / "native").exists()
 
 
 def test_llamacpp_without_ggml_or_src_is_one_error_line(tmp_path: Path) -> None:

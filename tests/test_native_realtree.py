@@ -2,7 +2,7 @@
 
 Marked ``realtree``: `scripts/test` (and so CI) runs it, a plain pytest leaves it out; alone:
 `python3 -m pytest -m realtree tests/test_native_realtree.py`.
-The sdist is downloaded once into the cache (opencoti_build/llamacpp_sdist.py); objects go through a persistent
+The sdist is downloaded once into the cache (bench/llamacpp_sdist.py); objects go through a persistent
 CacheDir (``OPENCOTI_NATIVE_CACHE``, default ~/.cache/opencoti/native-cache) from a fixed output directory
 (``OPENCOTI_NATIVE_BUILD``, default ~/.cache/opencoti/native-realtree; CacheDir keys include each target's
 path, so a fresh tmp dir per run would never hit): a rerun only links.

@@ -8,10 +8,9 @@ import os
 import platform
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from SCons.Variables import BoolVariable, EnumVariable, Variables
 
 from opencoti_build import patch_series, upstream_pin
 from opencoti_build.errors import UserError, os_error_line
@@ -50,51 +49,60 @@ def _env_default(name: str, fallback: str) -> str:
     return os.environ.get(name, fallback)
 
 
-def declare(variables: Variables) -> None:
-    """Add every variable of the build to ``variables``."""
-    variables.AddVariables(
-        ("SRC", "llamafile source tree (llamafile-0.10 layout)", DEFAULT_SRC),
-        BoolVariable("VERBOSE", "print whole command lines instead of one short line per step", False),
-        ("COSMOCC", f"cosmocc toolchain dir (bin/cosmocc, bin/cosmoc++, bin/ar.ape); `stand-in`: the gcc-based stand-in; "
-         f"empty: the pinned cosmocc {upstream_pin.COSMOCC_VERSION} in .cosmocc/{upstream_pin.COSMOCC_VERSION}, "
-         "downloaded (sha256-checked) when absent",
-         _env_default("OPENCOTI_COSMOCC", "")),
-        ("MODE", "cosmocc MODE (selects its runtime libraries; objects go to $BUILD_DIR/o/$MODE)", ""),
-        ("TARGET_ARCH", "per-arch tuning flags for every fat compile; empty: the toolchain's default", ""),
-        ("BUILD_DIR", "objects and intermediates", "build"),
-        ("DIST_DIR", "packaged artifacts go to $DIST_DIR/llamafile", "dist"),
-        ("BACKEND_DIST_DIR", "backend DSOs go to $BACKEND_DIST_DIR/llamafile/<backend>/<ver>", "vendors/dist"),
-        ("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
-        ("COMPILEDB", "compile_commands.json for clangd: written by `scons compiledb`, kept current by every build "
-         "that compiles; empty: none", "compile_commands.json"),
-        EnumVariable("COMPILEDB_ARCH", "which half of the fat compiles the database shows clangd", "x86_64",
-                     allowed_values=("x86_64", "aarch64")),
-        ("SOURCE_DATE_EPOCH", "timestamp baked into outputs and zip entries",
-         _env_default("SOURCE_DATE_EPOCH", "0")),
-        ("CUDA_PATH", "CUDA toolkit; empty: $OPENCOTI_CUDA_PATH, /usr/local/cuda-12.6, other usual places, nvcc on PATH",
-         _env_default("OPENCOTI_CUDA_PATH", "")),
-        ("CUDA_ARCHS", "comma-separated CUDA archs overriding the toolkit's table (e.g. 80,90,120f)", ""),
-        BoolVariable("CUBLAS", "build ggml-cuda against cuBLAS instead of TinyBLAS", False),
-        BoolVariable("FA_ALL_QUANTS", "compile every fattn-vec K/V instance (GGML_CUDA_FA_ALL_QUANTS / GGML_CUDA_FA_QUANTS=all; "
-                     "opencoti's turbo/TCQ KV tiers need it)", True),
-        ("ROCM_PATH", "ROCm install; empty: $OPENCOTI_ROCM_PATH, /opt/rocm, hipcc on PATH",
-         _env_default("OPENCOTI_ROCM_PATH", "")),
-        ("OFFLOAD_ARCH", "comma-separated gfx targets overriding the upstream list", ""),
-        ("VULKAN_SDK", "Vulkan SDK; empty: $OPENCOTI_VULKAN_SDK, glslc on PATH", _env_default("OPENCOTI_VULKAN_SDK", "")),
-        BoolVariable("CPU_ONLY", "package without GPU DSOs / let `backends` build none", False),
-        ("MODEL", "GGUF to embed in the embedder artifact", ""),
-        ("ARGS", ".args file to embed instead of the generated one", ""),
-        ("ARCH", "architecture in artifact names (x86_64, aarch64); empty: this machine's", ""),
-        ("HOST", "package this prebuilt thin binary instead of building one", ""),
-        ("ALIGN", "zip data alignment of stored entries", "65536"),
-        BoolVariable("FORCE", "let apply/reset discard changes a previous apply did not make", False),
-        BoolVariable("REPACKAGE", "let HOST= name an already-packaged artifact (one holding .args or a model)", False),
-        ("PATCH_SERIES", "the opencoti patch series applied after llamafile's own", patch_series.OPENCOTI_PATCHES),
-        ("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
-         patch_series.DEFAULT_RECORD),
-        ("LLAMACPP", "llama.cpp checkout for the native lane; empty: $SRC/llama.cpp", ""),
-        ("FILE", "the source `scons compile` builds the objects of (relative to the project or to SRC)", ""),
-    )
+@dataclass(frozen=True)
+class Variable:
+    """One KEY=VALUE of the command line: a bool ``default`` makes a yes/no variable, ``allowed`` a choice."""
+
+    name: str
+    help: str
+    default: str | bool
+    allowed: tuple[str, ...] = ()
+
+
+# Every variable of the build, in `scons -h` order (SConstruct declares them to SCons).
+VARIABLES: tuple[Variable, ...] = (
+    Variable("SRC", "llamafile source tree (llamafile-0.10 layout)", DEFAULT_SRC),
+    Variable("VERBOSE", "print whole command lines instead of one short line per step", False),
+    Variable("COSMOCC", f"cosmocc toolchain dir (bin/cosmocc, bin/cosmoc++, bin/ar.ape); `stand-in`: the gcc-based stand-in; "
+        f"empty: the pinned cosmocc {upstream_pin.COSMOCC_VERSION} in .cosmocc/{upstream_pin.COSMOCC_VERSION}, "
+        "downloaded (sha256-checked) when absent",
+        _env_default("OPENCOTI_COSMOCC", "")),
+    Variable("MODE", "cosmocc MODE (selects its runtime libraries; objects go to $BUILD_DIR/o/$MODE)", ""),
+    Variable("TARGET_ARCH", "per-arch tuning flags for every fat compile; empty: the toolchain's default", ""),
+    Variable("BUILD_DIR", "objects and intermediates", "build"),
+    Variable("DIST_DIR", "packaged artifacts go to $DIST_DIR/llamafile", "dist"),
+    Variable("BACKEND_DIST_DIR", "backend DSOs go to $BACKEND_DIST_DIR/llamafile/<backend>/<ver>", "vendors/dist"),
+    Variable("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
+    Variable("COMPILEDB", "compile_commands.json for clangd: written by `scons compiledb`, kept current by every build "
+        "that compiles; empty: none", "compile_commands.json"),
+    Variable("COMPILEDB_ARCH", "which half of the fat compiles the database shows clangd", "x86_64",
+             allowed=("x86_64", "aarch64")),
+    Variable("SOURCE_DATE_EPOCH", "timestamp baked into outputs and zip entries",
+        _env_default("SOURCE_DATE_EPOCH", "0")),
+    Variable("CUDA_PATH", "CUDA toolkit; empty: $OPENCOTI_CUDA_PATH, /usr/local/cuda-12.6, other usual places, nvcc on PATH",
+        _env_default("OPENCOTI_CUDA_PATH", "")),
+    Variable("CUDA_ARCHS", "comma-separated CUDA archs overriding the toolkit's table (e.g. 80,90,120f)", ""),
+    Variable("CUBLAS", "build ggml-cuda against cuBLAS instead of TinyBLAS", False),
+    Variable("FA_ALL_QUANTS", "compile every fattn-vec K/V instance (GGML_CUDA_FA_ALL_QUANTS / GGML_CUDA_FA_QUANTS=all; "
+        "opencoti's turbo/TCQ KV tiers need it)", True),
+    Variable("ROCM_PATH", "ROCm install; empty: $OPENCOTI_ROCM_PATH, /opt/rocm, hipcc on PATH",
+        _env_default("OPENCOTI_ROCM_PATH", "")),
+    Variable("OFFLOAD_ARCH", "comma-separated gfx targets overriding the upstream list", ""),
+    Variable("VULKAN_SDK", "Vulkan SDK; empty: $OPENCOTI_VULKAN_SDK, glslc on PATH", _env_default("OPENCOTI_VULKAN_SDK", "")),
+    Variable("CPU_ONLY", "package without GPU DSOs / let `backends` build none", False),
+    Variable("MODEL", "GGUF to embed in the embedder artifact", ""),
+    Variable("ARGS", ".args file to embed instead of the generated one", ""),
+    Variable("ARCH", "architecture in artifact names (x86_64, aarch64); empty: this machine's", ""),
+    Variable("HOST", "package this prebuilt thin binary instead of building one", ""),
+    Variable("ALIGN", "zip data alignment of stored entries", "65536"),
+    Variable("FORCE", "let apply/reset discard changes a previous apply did not make", False),
+    Variable("REPACKAGE", "let HOST= name an already-packaged artifact (one holding .args or a model)", False),
+    Variable("PATCH_SERIES", "the opencoti patch series applied after llamafile's own", patch_series.OPENCOTI_PATCHES),
+    Variable("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
+        patch_series.DEFAULT_RECORD),
+    Variable("LLAMACPP", "llama.cpp checkout for the native lane; empty: $SRC/llama.cpp", ""),
+    Variable("FILE", "the source `scons compile` builds the objects of (relative to the project or to SRC)", ""),
+)
 
 
 class SourceTreeError(UserError):

@@ -1,7 +1,7 @@
 """A stand-in for cosmocc's fat driver on top of gcc (x86-64) and aarch64-linux-gnu-gcc.
 
-It honours the contract of cosmopolitan's ``tool/cosmocc/bin/cosmocc`` that builds depend on
-(upstream-facts §2): one ``-c -o dir/foo.o`` writes ``dir/foo.o`` and ``dir/.aarch64/foo.o``; dep
+It honours the contract of cosmopolitan's ``tool/cosmocc/bin/cosmocc`` that builds depend on:
+one ``-c -o dir/foo.o`` writes ``dir/foo.o`` and ``dir/.aarch64/foo.o``; dep
 files land beside each; ``-Xx86_64…``/``-Xaarch64…`` flags reach one compiler; the same refusals;
 links need every input's ``.aarch64`` twin and keep ``OUT.com.dbg`` and ``OUT.aarch64.elf``.
 

@@ -13,18 +13,24 @@ over the description, never as a second source list:
   ``GGML_CPU_GENERIC``), with the instruction sets of upstream's CMake ``GGML_NATIVE=OFF`` profile;
 - the files upstream's CMake generates from ``*.in`` templates are written reproducibly
   (opencoti_build.templates, shared with the fat lane);
-- cuBLAS is found in the toolkit or in NVIDIA's ``nvidia-cublas`` wheel (opencoti_build.cublas).
+- cuBLAS is found in the toolkit or in NVIDIA's ``nvidia-cublas`` wheel (opencoti_build.cublas);
+- every package compiles with CMake's one profile: config.mk's defaults less the fat-only flags
+  (:func:`lane_defaults`), whatever its fat recipe skips.
+
+The checkout is read where it is (``llama=`` of sources.tree_file): a description path
+``llama.cpp/x`` is ``LLAMACPP/x``, whatever the checkout's directory is called.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from opencoti_build import sources
 from opencoti_build.errors import UserError
+from opencoti_build.package_flags import LaneDefaults
 
 LLAMA_PREFIX = f"{sources.LLAMA}/"
 
@@ -113,6 +119,7 @@ def native_package(package: sources.Package, machine: str) -> sources.Package | 
             dirs.add(f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch/{ARCH_DIRS[machine]}")
     return dataclasses.replace(
         package,
+        inherits=sources.COMPILE_DEFAULTS,
         sources=own + tuple(f"{d}/*{ext}" for d in sorted(dirs) for ext in (".c", ".cpp")),
         exclude=package.exclude + NATIVE_EXCLUDE,
         iquote=_own(package.iquote) + EXTRA_IQUOTE.get(package.name, ()), isystem=_own(package.isystem),
@@ -125,3 +132,36 @@ def native_package(package: sources.Package, machine: str) -> sources.Package | 
 def native_packages(machine: str, program: sources.Program = sources.HOST_PROGRAM) -> list[sources.Package]:
     """The program's packages with a llama.cpp part, as :func:`native_package` reads them, in link order."""
     return [n for n in (native_package(p, machine) for p in program.packages) if n is not None]
+
+
+def lane_defaults(machine: str, extra_ccflags: Sequence[str] = ()) -> LaneDefaults:
+    """config.mk's defaults as this lane compiles them: fat-only flags dropped, upstream CMake's instruction
+    sets for ``machine`` and ``extra_ccflags`` (the prefix maps) after the CCFLAGS, no ``-iquote.``."""
+    return LaneDefaults(
+        ccflags=tuple(native_flags(sources.DEFAULT_CCFLAGS)) + ARCH_FLAGS.get(machine, ()) + tuple(extra_ccflags),
+        cppflags=tuple(native_flags(sources.DEFAULT_CPPFLAGS)),
+    )
+
+
+def resolve(package: sources.Package, llamacpp: str) -> list[str]:
+    """The package's sources present in the checkout, as description paths (Package.resolve)."""
+    return package.resolve(Path(llamacpp), llama=Path(llamacpp))  # the lane reads llama.cpp/ paths only
+
+
+def core_package(machine: str) -> sources.Package:
+    """libggml-base.so's package: the ggml core (sources.GGML_CORE_SOURCES) with ggml's flags."""
+    ggml = native_package(sources.GGML, machine)
+    assert ggml is not None  # GGML's sources all lie under llama.cpp/
+    return dataclasses.replace(ggml, name="ggml-base", sources=sources.GGML_CORE_SOURCES)
+
+
+def link_packages(machine: str, llamacpp: str, core: Iterable[str]) -> list[tuple[sources.Package, list[str]]]:
+    """llama-server's packages in link order, each with the sources it compiles: a source is compiled
+    once, by the first package that has it, and never when it is in ``core`` (libggml-base.so's)."""
+    claimed = set(core)
+    packages = []
+    for package in native_packages(machine):
+        rels = [r for r in resolve(package, llamacpp) if r not in claimed]
+        claimed.update(rels)
+        packages.append((package, rels))
+    return packages

@@ -70,6 +70,22 @@ TINYBLAS_RECIPE: tuple[str, ...] = ("CCFLAGS", "TARGET_ARCH")
 STAMPS: tuple[str, ...] = ("GGML", "LLAMA")
 
 
+def tree_file(root: Path | str, rel: str, llama: Path | str | None = None) -> Path:
+    """Where the description path ``rel`` lies: under ``root``, or, for a ``llama.cpp/`` path, under
+    ``llama`` when it is given (the native lane's LLAMACPP=, a llama.cpp checkout of any name)."""
+    if llama is not None and rel.startswith(f"{LLAMA}/"):
+        return Path(llama) / rel[len(LLAMA) + 1:]
+    return Path(root) / rel
+
+
+def tree_glob(root: Path | str, pattern: str, llama: Path | str | None = None) -> list[str]:
+    """The description paths of the files matching the glob ``pattern`` (``**`` descends), sorted;
+    ``llama`` as in tree_file."""
+    prefix = f"{LLAMA}/" if llama is not None and pattern.startswith(f"{LLAMA}/") else ""
+    base = Path(llama) if prefix else Path(root)
+    return sorted(prefix + p.relative_to(base).as_posix() for p in base.glob(pattern[len(prefix):]) if p.is_file())
+
+
 @dataclass(frozen=True)
 class FileFlags:
     """Flags for the files of a package matching ``pattern`` (fnmatch on the tree-relative path).
@@ -101,13 +117,15 @@ class Package:
     inherits: tuple[str, ...] = COMPILE_DEFAULTS  # the config.mk defaults its recipe carries
     stamp: str | None = None  # one of STAMPS, for every file of the package
 
-    def resolve(self, root: Path) -> list[str]:
-        """The package's sources present under ``root``, sorted, tree-relative, excludes removed."""
+    def resolve(self, root: Path, llama: Path | None = None) -> list[str]:
+        """The package's sources present under ``root``, sorted, tree-relative, excludes removed.
+
+        ``llama``: where ``llama.cpp/`` lies when it is not ``root/llama.cpp`` (see tree_file)."""
         found: set[str] = set()
         for pattern in self.sources:
             if any(ch in pattern for ch in "*?["):
-                found.update(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
-            elif (root / pattern).is_file():
+                found.update(tree_glob(root, pattern, llama))
+            elif tree_file(root, pattern, llama).is_file():
                 found.add(pattern)
         return sorted(s for s in found if not any(fnmatch.fnmatchcase(s, x) for x in self.exclude))
 
@@ -129,24 +147,25 @@ class Package:
                      for n in names if n is not None for what in ("VERSION", "COMMIT"))
 
 
-def tree_stamps(root: Path) -> dict[str, str]:
+def tree_stamps(root: Path, llama: Path | None = None) -> dict[str, str]:
     """The values of the version stamps for the tree at ``root``, reproducible from its content.
 
     Upstream greps GGML_VERSION from ggml/CMakeLists.txt (kept) and takes the commits from git;
     its LLAMA_VERSION is `git describe --tags`, which depends on the tags a clone fetched, so here
     it is the commit too. Commits are the llama.cpp checkout's HEAD cut to 7 hex digits (a fixed
     length: `--short` grows with the repository's object count). A tree that is not its own git
-    checkout (the mini tree lives inside this project's repository) says "unknown".
+    checkout (the mini tree lives inside this project's repository) says "unknown". ``llama`` as in tree_file.
     """
+    checkout = tree_file(root, f"{LLAMA}/", llama)
     version = "unknown"
-    cmake = root / LLAMA / "ggml/CMakeLists.txt"
+    cmake = checkout / "ggml/CMakeLists.txt"
     if cmake.is_file():
         parts = [re.search(rf"GGML_VERSION_{p}\s+(\d+)", cmake.read_text()) for p in ("MAJOR", "MINOR", "PATCH")]
         if all(parts):
             version = ".".join(m.group(1) for m in parts if m)
     commit = "unknown"
-    if (root / LLAMA / ".git").exists():
-        head = subprocess.run(["git", "-C", str(root / LLAMA), "rev-parse", "HEAD"],
+    if (checkout / ".git").exists():
+        head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"],
                               capture_output=True, text=True, check=False).stdout.strip()
         commit = head[:7] or commit
     return {"GGML_VERSION": version, "GGML_COMMIT": commit, "LLAMA_VERSION": commit, "LLAMA_COMMIT": commit}
@@ -352,7 +371,7 @@ STB = Package(
 
 @dataclass(frozen=True)
 class Program:
-    """A fat program linked from packages' archives; ``main`` holds the TU with main()."""
+    """A fat program ``output`` linked from its packages' archives, in link order, with ``link_flags`` and ``libs``."""
 
     output: str
     packages: tuple[Package, ...]
@@ -365,9 +384,6 @@ HOST_PROGRAM = Program(
     output="llamafile/llamafile",
     packages=(LLAMAFILE, SERVER, MTMD, COMMON, LLAMA_LIB, GGML, TINYBLAS, HIGHLIGHT, HTTPLIB, STB),
 )
-
-PACKAGES: tuple[Package, ...] = HOST_PROGRAM.packages
-
 
 class MissingSourcesError(UserError):
     """SRC lacks a ggml core source or every source of a required package."""
@@ -395,9 +411,9 @@ def host_sources(root: Path | str) -> dict[str, list[str]]:
     return found
 
 
-def core_sources(root: Path) -> list[str]:
-    """The ggml core sources present in ``root``: the DSOs' self-contained copy."""
-    return [s for s in GGML_CORE_SOURCES if (Path(root) / s).is_file()]
+def core_sources(root: Path | str, llama: Path | str | None = None) -> list[str]:
+    """The ggml core sources present in ``root``: the DSOs' self-contained copy (``llama`` as in tree_file)."""
+    return [s for s in GGML_CORE_SOURCES if tree_file(root, s, llama).is_file()]
 
 
 # build/config.mk's defaults, on every fat compile whose recipe inherits them (Package.inherits);

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from opencoti_build.errors import UserError
+from opencoti_build.sources import tree_file
 
 PUBLIC = "llama.cpp/tools/server/public"
 ASSETS: tuple[str, ...] = ("index.html", "bundle.js", "bundle.css", "loading.html")  # BUILD.mk's SERVER_ASSETS
@@ -25,12 +26,15 @@ class WebUiError(UserError):
     """Part of the UI's assets is there. One line."""
 
 
-def enabled(root: Path | str) -> bool:
-    """True when the tree holds every asset; False (UI off) when it holds none of them."""
-    present = [a for a in ASSETS if (Path(root) / PUBLIC / a).is_file()]
+def enabled(root: Path | str, llama: Path | str | None = None) -> bool:
+    """True when the tree holds every asset; False (UI off) when it holds none of them.
+
+    ``llama``: where ``llama.cpp/`` lies when it is not ``root/llama.cpp`` (sources.tree_file)."""
+    public = tree_file(root, PUBLIC, llama)
+    present = [a for a in ASSETS if (public / a).is_file()]
     if present and len(present) < len(ASSETS):
         missing = ", ".join(a for a in ASSETS if a not in present)
-        raise WebUiError(f"{Path(root) / PUBLIC} holds {', '.join(present)} but not {missing}; fetch the web UI "
+        raise WebUiError(f"{public} holds {', '.join(present)} but not {missing}; fetch the web UI "
                          "again (llama.cpp's fetch-ui-assets.sh) or remove its assets to build without it")
     return bool(present)
 

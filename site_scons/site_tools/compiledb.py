@@ -1,26 +1,33 @@
 """SCons tool: compile_commands.json for every translation unit, whatever builder compiles it, always current.
 
-SCons' own compilation_db only knows its built-in Object builders; fat objects, CUDA, HIP and Vulkan
-objects register here instead, through ``env.CompileDbEntry(target, source, command_var, transform)``.
+SCons' own compilation_db only knows its built-in Object builders; here every compiling builder
+registers its translation units from its emitter, as compilation_db does: a tool's own builder adds
+``object_emitter(command_vars, transform)`` to its emitters (or calls ``env.CompileDbEntry(target,
+source, command_var, transform)`` from its emitter), and ``env.CompileDbObjectBuilders()`` makes an
+env's SCons StaticObject/SharedObject register their C and C++ compiles.
 After every part is read, ``env.CompileDbFinish()`` expands the entries and makes the database node
 depend on their content (a Value of their hash): a flag change changes the node's input, so it is
 rebuilt, and it is never taken from CacheDir (NoCache: its entries name this checkout's paths). Every
 build that compiles also builds it (as Meson and CMake's export do); ``COMPILEDB=`` empty turns it off.
 The rules for entries (one per file, clang arguments for GPU sources) are opencoti_build.compdb's.
 
-Construction variables read: COMPILEDB (the file; empty: none), COMPILEDB_ARCH (read by the cosmocc tool).
+Construction variables read: COMPILEDB (the file; empty: none), FILE (`scons compile`), and each entry's
+command variable (FATCCCOM, SHCXXCOM, NVCCCOM, ...) in the env that registered it. Sets: none.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import SCons.Action
+import SCons.Builder
 import SCons.Subst
 from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
 
 from opencoti_build import buildvars, compdb, errors, tempfiles
+from opencoti_build.sources import CXX_SUFFIXES
 
 # (env, target, source, command variable, transform of the argument list), in registration order
 _ENTRIES: list[tuple[object, object, object, str, Callable[[list[str]], list[str]] | None]] = []
@@ -33,6 +40,35 @@ NOT_COMPILING = frozenset(("apply", "reset", "verify", "compile"))  # compile: t
 def _add_entry(env, target, source, command_var: str, transform: Callable[[list[str]], list[str]] | None = None) -> None:
     source = env.File(source) if isinstance(source, str) else source
     _ENTRIES.append((env, target, source, command_var, transform))  # expanded only when the database is on
+
+
+def object_emitter(command_vars: Mapping[str, str],
+                   transform: Callable[[list[str]], list[str]] | None = None) -> Callable[..., Any]:
+    """An emitter that registers each object (its first target and source) with the command variable of
+    its source's suffix (``{".c": "CCCOM", ".cpp": "CXXCOM", ...}``); it changes neither list. The env
+    must have this tool (a tool importing this module has a second copy of it: the entries are the tool's)."""
+    def emitter(target, source, env):
+        env.CompileDbEntry(target[0], source[0], command_vars[source[0].get_suffix()], transform)
+        return target, source
+    return emitter
+
+
+# SCons' object builders: builder name -> (command variable of C, of C++)
+OBJECT_BUILDERS: Mapping[str, tuple[str, str]] = {"StaticObject": ("CCCOM", "CXXCOM"),
+                                                  "SharedObject": ("SHCCCOM", "SHCXXCOM")}
+
+
+def _object_builders(env) -> None:
+    """This env's StaticObject and SharedObject register their C and C++ compiles (once per builder)."""
+    for name, (c_com, cxx_com) in OBJECT_BUILDERS.items():
+        builder = env["BUILDERS"].get(name)
+        if builder is None or getattr(builder, "_compiledb_registers", False):
+            continue
+        emitter = object_emitter({".c": c_com, **{s: cxx_com for s in CXX_SUFFIXES}})
+        for suffix in (".c", *CXX_SUFFIXES):
+            if suffix in builder.emitter:
+                builder.emitter[suffix] = SCons.Builder.ListEmitter([builder.emitter[suffix], emitter])
+        builder._compiledb_registers = True
 
 
 def _made_from(source) -> set[str]:
@@ -111,8 +147,10 @@ def _finish(env) -> None:
 
 def generate(env) -> None:
     env.AddMethod(_add_entry, "CompileDbEntry")
+    env.AddMethod(_object_builders, "CompileDbObjectBuilders")
     env.AddMethod(_finish, "CompileDbFinish")
 
 
 def exists(env) -> bool:
-    return True
+    # What the entries are expanded with: SCons' command-list substitution and per-suffix emitters.
+    return hasattr(SCons.Subst, "SUBST_CMD") and hasattr(SCons.Builder, "ListEmitter")

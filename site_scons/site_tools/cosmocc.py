@@ -5,7 +5,16 @@ as targets of that one action, so SCons cleans, caches and restores the pair tog
 each target and counts a multi-target node a hit only when all its targets come back).
 
 Commands run from argument lists, never through a shell; a failed command leaves neither half of a
-pair behind.
+pair behind. Every fat object is registered in the compile database (site_tools/compiledb.py) by its emitter.
+
+Builders: FatObject, FatLibrary, FatProgram, ZipStore, Gperf; methods: SayToolchain, FreezeIncludeFlags.
+
+Construction variables read: FAT_TOOLCHAIN (else COSMOCC; set to the toolchain used), SRC, BUILD_DIR (the
+prefix maps), IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES, VERBOSE, COMPILEDB_ARCH, SOURCE_DATE_EPOCH,
+ZIPSTORE_TREE, ZIPSTORE_PATHS, ENV. Set where unset: FATCC, FATCXX, FATAR, FATARFLAGS, FATLINK, FATCCFLAGS,
+FATCXXFLAGS, FATCPPFLAGS, FAT_TARGET_ARCH, FATEXTRAFLAGS, FATLINKFLAGS, FATLIBS, FATPREFIXMAPS, FATCCCOMSTR,
+FATARCOMSTR, FATLINKCOMSTR, CPPDEFPREFIX, CPPDEFSUFFIX (and IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES
+empty). Set: FATCCCOM, FATCXXCOM, _FATINCFLAGS, _fat_dir_flags.
 """
 from __future__ import annotations
 
@@ -17,7 +26,6 @@ import tempfile
 import SCons.Action
 import SCons.Builder
 import SCons.Errors
-import SCons.Scanner
 import SCons.Subst
 import SCons.Util
 
@@ -25,40 +33,8 @@ from opencoti_build import build_lock, fatcc, zip_sources
 from opencoti_build.errors import UserError
 from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
 from opencoti_build.prefix_maps import path_maps, prefix_maps, remap
-from opencoti_build.sources import DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
-
-from opencoti_build.sources import CXX_SUFFIXES
-HEADER_SUFFIXES = [".c", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inc", ".inl", ".cuh", ".cu", ".def"]
-
-
-class IncludeScanner(SCons.Scanner.ClassicCPP):
-    """gcc's search order: ``"x"`` looks in the file's dir, then -iquote, -I, -isystem; ``<x>`` skips -iquote.
-
-    The path function returns ``(n_quote_only, *dirs)``: the first n dirs are the -iquote ones.
-    """
-
-    @staticmethod
-    def find_include(include, source_dir, path):
-        n_quote = path[0] if path else 0
-        dirs = tuple(path[1:])
-        delimiter, name = SCons.Util.to_str(include[0]), SCons.Util.to_str(include[1])
-        search = (source_dir,) + dirs if delimiter == '"' else dirs[n_quote:]
-        return SCons.Node.FS.find_file(name, search), SCons.Util.silent_intern(name)
-
-
-def _scan_path(env, dir=None, target=None, source=None, argument=None):
-    quote = tuple(env.Dir(p) for p in env.get("IQUOTEPATH", []))
-    rest = tuple(env.Dir(p) for p in list(env.get("CPPPATH", [])) + list(env.get("ISYSTEMPATH", [])))
-    return (len(quote),) + quote + rest
-
-
-def include_scanner() -> IncludeScanner:
-    scanner = IncludeScanner(
-        "FatIncludeScanner", HEADER_SUFFIXES, "IQUOTEPATH",
-        r'^[ \t]*#[ \t]*(?:include|import)[ \t]*(<|")([^>"]+)(>|")',
-    )
-    scanner.path_function = _scan_path
-    return scanner
+from opencoti_build.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
+from site_tools.include_scanner import include_scanner
 
 
 def _dir_flags(flag: str, dirs) -> list:
@@ -130,7 +106,7 @@ def _fat_compile_str(target, source, env):
 def _fat_archive_argvs(target, source, env, staged: dict | None = None) -> list[list[str]]:
     """The two ``ar`` commands of a fat archive (x86-64 members, then their .aarch64 twins)."""
     members = _x86_inputs(source)
-    return [[env.subst("$FATAR"), "rcsD", (staged or {}).get(str(out), str(out)), *inputs]
+    return [[env.subst("$FATAR"), *_argv(env, "FATARFLAGS", target, source), (staged or {}).get(str(out), str(out)), *inputs]
             for out, inputs in ((target[0], members), (target[1], [fatcc.twin(m) for m in members]))]
 
 
@@ -266,6 +242,7 @@ def generate(env) -> None:
     env["FAT_TOOLCHAIN"] = toolchain
     env.SetDefault(
         FATCC=toolchain.cc, FATCXX=toolchain.cxx, FATAR=toolchain.ar, FATLINK=toolchain.cxx,
+        FATARFLAGS=["rcsD"],  # D: deterministic (no dates, uids or modes), s: indexed by ar itself
         FATCCFLAGS=list(DEFAULT_CCFLAGS), FATCXXFLAGS=list(DEFAULT_CXXFLAGS), FATCPPFLAGS=list(DEFAULT_CPPFLAGS),
         FAT_TARGET_ARCH=list(DEFAULT_TARGET_ARCH[toolchain.kind]), FATEXTRAFLAGS=[],
         IQUOTEPATH=[], CPPPATH=[], ISYSTEMPATH=[], CPPDEFINES=[], FATLINKFLAGS=[], FATLIBS=[],
@@ -289,10 +266,11 @@ def generate(env) -> None:
     c_action = SCons.Action.Action(_fat_compile_c, _fat_compile_str, varlist=["FATCCCOM"])
     cxx_action = SCons.Action.Action(_fat_compile_cxx, _fat_compile_str, varlist=["FATCXXCOM"])
     env["BUILDERS"]["FatObject"] = SCons.Builder.Builder(
-        action={".c": c_action, **{suffix: cxx_action for suffix in CXX_SUFFIXES}}, emitter=_fat_object_emitter, source_scanner=include_scanner(),
+        action={".c": c_action, **{suffix: cxx_action for suffix in CXX_SUFFIXES}}, emitter=_fat_object_emitter,
+        source_scanner=include_scanner("FatIncludeScanner"),
         suffix=".o", single_source=True)
     env["BUILDERS"]["FatLibrary"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_fat_archive, _fat_archive_str, varlist=["FATAR"]),
+        action=SCons.Action.Action(_fat_archive, _fat_archive_str, varlist=["FATAR", "FATARFLAGS"]),
         emitter=_fat_archive_emitter)
     env["BUILDERS"]["FatProgram"] = SCons.Builder.Builder(
         action=SCons.Action.Action(_fat_link, _fat_link_str,
@@ -311,8 +289,12 @@ def generate(env) -> None:
 
 
 def exists(env) -> bool:
+    """The toolchain's fat drivers and ar are there, and, for the stand-in, the gcc pair it drives."""
     try:
-        find_toolchain(env.get("COSMOCC") or "stand-in")
-    except ValueError:
+        toolchain = env.get("FAT_TOOLCHAIN") or find_toolchain(env.get("COSMOCC") or "stand-in")
+    except UserError:
         return False
-    return True
+    programs = [toolchain.cc, toolchain.cxx, toolchain.ar]
+    if toolchain.kind == "stand-in":
+        programs += [c for compilers in fatcc.COMPILERS.values() for c in compilers.values()] + list(fatcc.ARCHIVERS.values())
+    return all(env.WhereIs(p) or os.access(p, os.X_OK) for p in programs)
