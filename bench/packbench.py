@@ -1,10 +1,12 @@
 """Part 3: packaging a multi-GiB GGUF into an embedder artifact, against `cp` of the same file.
 
 The model is a GGUF v3 header followed by dense data (a repeated random block, so no filesystem
-hole or compression shortcut flatters either side). Each run: ``cp`` the model to the same disk,
-``scons package HOST=<pledge> MODEL=… CPU_ONLY=1 ARGS=…`` (the bare artifact plus the embedder
-holding the model), then ``opencoti-build verify`` of the embedder; and ``zipappend.append`` alone in a child Python. Peak RSS is the child's
-(``wait4`` rusage). Every multi-GiB file is deleted before returning.
+hole or compression shortcut flatters either side). Each run: ``cp`` the model to the same disk, then
+change 8 bytes of the model (new content, new stamp) and ``scons package HOST=<pledge> MODEL=… CPU_ONLY=1
+ARGS=…`` (the first run writes the bare artifact too; later ones repackage only the embedder, as a changed
+model does), then ``opencoti-build verify`` of the embedder; and ``zipappend.append`` alone in a child
+Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
+taken from. Every multi-GiB file is deleted before returning.
 """
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ import sys
 from pathlib import Path
 
 from bench.measure import median, run
+from opencoti_build.formats import zipappend
 
 _BLOCK = 4 << 20
 GIB = 1 << 30
 # zipappend.append alone (no SCons): host + the model, as the artifact step calls it.
-_DIRECT = ("import sys; from opencoti_build import zipappend; "
+_DIRECT = ("import sys; from opencoti_build.formats import zipappend; "
            "zipappend.append(sys.argv[1], [zipappend.Entry.file(sys.argv[2])], sys.argv[3])")
 
 
@@ -35,6 +38,13 @@ def write_model(path: Path, size: int) -> None:
             left -= n
 
 
+def change_model(path: Path, run: int) -> None:
+    """New content and a new stamp: 8 bytes just after the GGUF header hold the run's number."""
+    with open(path, "r+b") as f:
+        f.seek(24)
+        f.write(struct.pack("<Q", run + 1))
+
+
 def _pledge() -> Path:
     import cosmo_file
 
@@ -47,10 +57,11 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     work.mkdir(parents=True)
     model = work / "model.gguf"
     host = work / "pledge"
-    shutil.copyfile(_pledge(), host)
+    # the pledge APE made to pass for a thin llamafile: a version string and the options the .args uses
+    zipappend.append(_pledge(), [zipappend.Entry.blob("llamafile-strings", b"\0llamafile v0.10.3\0-m\0--strace\0")], host)
     os.chmod(host, 0o755)
     args = work / "bench.args"
-    args.write_text(f"--strace\n--ftrace /zip/{model.name}\n")  # options the pledge APE knows
+    args.write_text(f"-m /zip/{model.name}\n--strace\n")
     build = work / "b"
     argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", "CPU_ONLY=1", "ARCH=x86_64", "COSMOCC=stand-in",
             f"HOST={host}", f"MODEL={model}", f"ARGS={args}", f"BUILD_DIR={build / 'out'}",
@@ -60,10 +71,10 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     rows = []
     try:
         write_model(model, size)
-        for _ in range(runs):
+        for i in range(runs):
             copy = run(["cp", model, work / "copy.gguf"])
             (work / "copy.gguf").unlink()
-            shutil.rmtree(build / "dist", ignore_errors=True)  # force the artifact step each run
+            change_model(model, i)
             package = run(argv, env=env)
             if package.returncode != 0:
                 raise RuntimeError(f"scons package failed:\n{package.output[-2000:]}")

@@ -23,13 +23,16 @@ def copy_exe(source: Path, dest: Path) -> Path:
     return dest
 
 
-def as_llamafile(exe: Path, dest: Path, version: str = "0.10.3", options: tuple[str, ...] = ("-m",)) -> Path:
+def as_llamafile(exe: Path, dest: Path, version: str = "0.10.3", options: tuple[str, ...] = ("-m",),
+                 extra: tuple[Path, ...] = ()) -> Path:
     """``exe`` made to pass for a thin llamafile binary: a stored zip entry holds NUL-terminated
-    "llamafile v<version>" and ``options`` (what packaging reads from a host's strings); it still runs."""
-    from opencoti_build import zipappend
+    "llamafile v<version>" and ``options`` (what packaging reads from a host's strings); it still runs.
+    The files ``extra`` are stored in it too."""
+    from opencoti_build.formats import zipappend
 
     strings = b"".join(s.encode() + b"\0" for s in (f"llamafile v{version}", *options))
-    zipappend.append(exe, [zipappend.Entry.blob("llamafile-strings", b"\0" + strings)], dest)
+    entries = [zipappend.Entry.blob("llamafile-strings", b"\0" + strings), *map(zipappend.Entry.file, extra)]
+    zipappend.append(exe, entries, dest)
     os.chmod(dest, 0o755)
     return dest
 
@@ -43,6 +46,15 @@ def write_gguf(path: Path, values: int = 16) -> Path:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    return path
+
+
+def make_sparse(path: Path, hole: int, marker: bytes = b"THE-END!") -> Path:
+    """``path`` (created empty if absent) followed by a ``hole`` of unwritten bytes, then ``marker``."""
+    with open(path, "ab") as f:
+        f.truncate(f.tell() + hole)
+        f.seek(0, os.SEEK_END)
+        f.write(marker)
     return path
 
 

@@ -1,12 +1,16 @@
 """`scons package` / `scons verify` end to end, packaging prebuilt cosmopolitan executables (HOST=)."""
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import MINI_TREE, scons
+from conftest import MINI_TREE, dso_paths, scons, scons_command
 from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
 
 from opencoti_build import summary, versioning
@@ -64,6 +68,31 @@ def test_package_writes_both_artifacts_that_run_and_verify(tmp_path: Path, input
     assert f"OK: {out / BARE} matches {BARE}.MANIFEST.json" in verified.stdout
     assert f"OK: {out / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout
     assert "PACKAGE" not in verified.stdout  # verify found everything up to date
+
+
+GPU_TOOLCHAINS = [shutil.which("glslc"), shutil.which("hipcc") or glob.glob("/opt/rocm/bin/hipcc"),
+                  shutil.which("nvcc") or glob.glob("/usr/local/cuda*/bin/nvcc")]
+
+
+@pytest.mark.skipif(sum(map(bool, GPU_TOOLCHAINS)) < 2, reason="needs two of glslc, hipcc, nvcc")
+def test_each_embedded_dso_is_the_one_its_backend_built(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    # every backend whose toolchain is here (CUDA for one arch), built from the miniature tree and embedded
+    package(tmp_path, f"HOST={inputs['pledge']}", "CPU_ONLY=0", "CUDA_ARCHS=80")
+    artifact = dist(tmp_path) / BARE
+    data = json.loads((dist(tmp_path) / f"{BARE}.MANIFEST.json").read_text())
+    assert len(data["dsos"]) >= 2, data["dsos"]
+    entries = {e["name"]: e for e in data["entries"]}
+    with open(artifact, "rb") as raw:
+        for dso in data["dsos"]:
+            built = dso_paths(dso["backend"], tmp_path / "b")[0]
+            digest = hashlib.sha256(built.read_bytes()).hexdigest()
+            entry = entries[dso["name"]]
+            raw.seek(entry["offset"])
+            assert dso["name"] == built.name and dso["sha256"] == entry["sha256"] == digest, dso
+            assert hashlib.sha256(raw.read(entry["size"])).hexdigest() == digest, dso  # the bytes under that name
+    verified = scons("verify", f"SRC={MINI_TREE}", f"ARCH={ARCH}", f"HOST={inputs['pledge']}", "CUDA_ARCHS=80",
+                     build=tmp_path / "b", home=tmp_path / "home")
+    assert f"OK: {artifact} matches {BARE}.MANIFEST.json" in verified.stdout
 
 
 def test_cosmopolitan_runtime_reads_the_embedded_model(tmp_path: Path, inputs: dict[str, Path]) -> None:
@@ -144,3 +173,58 @@ def test_args_without_model_is_refused(tmp_path: Path, inputs: dict[str, Path]) 
     proc = package(tmp_path, f"HOST={inputs['pledge']}", f"ARGS={inputs['args']}", check=False)
     assert proc.returncode != 0 and "needs MODEL=" in proc.stderr
     assert not dist(tmp_path).exists()
+
+
+def _bytes_read(log: Path, path: Path) -> int:
+    """Bytes that read, pread64 and preadv calls returned from ``path``, in an ``strace -f -y`` log.
+
+    A call another thread interrupts is logged in two lines: ``<unfinished ...>``, then ``resumed``.
+    """
+    call = re.compile(rf"^(\d+) +(?:read|pread64|preadv)\(\d+<{re.escape(str(path))}>")
+    resumed = re.compile(r"^(\d+) +<\.\.\. (?:read|pread64|preadv) resumed>.*\) = (\d+)$")
+    total, pending = 0, set()
+    for line in log.read_text().splitlines():
+        if m := call.search(line):
+            if line.endswith("<unfinished ...>"):
+                pending.add(m.group(1))
+            else:
+                total += int(line.rsplit(" = ", 1)[1])
+        elif (m := resumed.search(line)) and m.group(1) in pending:
+            pending.discard(m.group(1))
+            total += int(m.group(2))
+    return total
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_scons_package_reads_the_model_once(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    """Every read of the model by the whole scons process tree, SCons' own signatures included."""
+    model = write_gguf(tmp_path / "in" / "big.gguf", values=4 << 20)  # 16 MiB, far above SCons' 64 KiB chunk
+    args = tmp_path / "in" / "big.args"
+    args.write_text("-m /zip/big.gguf\n--strace\n")
+    headers = 1 << 20  # what the GGUF checks read (the header and tensor table), at most
+
+    def traced(log: Path) -> subprocess.CompletedProcess[str]:
+        argv, env = scons_command("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                                  f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
+        strace = ["strace", "-f", "-qq", "-y", "-s", "0", "-e", "trace=read,pread64,preadv", "-e", "signal=none",
+                  "-o", str(log)]
+        proc = subprocess.run(strace + argv, capture_output=True, text=True, env=env, timeout=900)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    size = model.stat().st_size
+    first = traced(tmp_path / "first.log")  # first sight: no record of the model yet
+    assert "PACKAGE" in first.stdout
+    assert size <= _bytes_read(tmp_path / "first.log", model) < size + headers
+    write_gguf(model, values=(4 << 20) + 16)  # a changed model
+    changed = traced(tmp_path / "changed.log")
+    assert f"PACKAGE {dist(tmp_path) / EMBEDDER}" in changed.stdout
+    assert model.stat().st_size <= _bytes_read(tmp_path / "changed.log", model) < model.stat().st_size + headers
+    # SCons signs the artifact with the packager's digest: it does not read the 16 MiB back either
+    assert _bytes_read(tmp_path / "changed.log", dist(tmp_path) / EMBEDDER) < headers
+    current = traced(tmp_path / "current.log")  # nothing changed: the model is not read at all
+    assert "PACKAGE" not in current.stdout
+    assert _bytes_read(tmp_path / "current.log", model) < headers
+    verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                     f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
+    assert f"OK: {dist(tmp_path) / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout

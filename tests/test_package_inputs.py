@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from pathlib import Path
 
+import gguf
+import numpy as np
 import pytest
 from packaging_support import FILE_ELF, PLEDGE, write_gguf
 
-from opencoti_build import embed_args, gguf_model, host_strings
+from opencoti_build import embed_args
+
+from opencoti_build.formats import gguf_model, host_strings
 from opencoti_build.embed_args import ArgsError
-from opencoti_build.gguf_model import ModelError
+from opencoti_build.formats.gguf_model import ModelError
 
 
 def test_gguf_written_by_the_gguf_package_is_accepted(tmp_path: Path) -> None:
@@ -22,6 +27,8 @@ def test_gguf_written_by_the_gguf_package_is_accepted(tmp_path: Path) -> None:
     (lambda p: p.mkdir(), "is a directory"),
     (lambda p: p.write_bytes(b"PK\x03\x04 not a model"), "is not a GGUF file"),
     (lambda p: p.write_bytes(b"GGU"), "is not a GGUF file"),
+    # a whole valid GGUF but for the magic's last byte: all four bytes are compared
+    (lambda p: p.write_bytes(b"GGUX" + write_gguf(p).read_bytes()[4:]), "is not a GGUF file"),
     (lambda p: p.write_bytes(b"GGUF" + (7).to_bytes(4, "little") + bytes(16)), "GGUF version 7"),
     (lambda p: p.write_bytes(b"GGUF" + (3).to_bytes(4, "big") + bytes(16)), "big-endian"),
     (lambda p: p.write_bytes(write_gguf(p).read_bytes()[:100]), "is truncated: metadata .* runs past its end"),
@@ -35,6 +42,53 @@ def test_bad_models_are_refused_with_one_line(tmp_path: Path, make, complaint: s
     with pytest.raises(ModelError, match=complaint) as caught:
         gguf_model.gguf_version(model)
     assert str(model) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_every_metadata_type_is_skipped_to_the_right_byte(tmp_path: Path) -> None:
+    # what real models carry: the tokenizer's string and integer arrays, floats, bools, 64-bit values
+    model = tmp_path / "typed.gguf"
+    writer = gguf.GGUFWriter(str(model), "llama")
+    writer.add_float32("llama.rope.freq_base", 10000.0)
+    writer.add_float64("x.float64", 0.5)
+    writer.add_bool("x.bool", True)
+    writer.add_int8("x.int8", -1)
+    writer.add_uint16("x.uint16", 7)
+    writer.add_uint64("x.uint64", 1 << 40)
+    writer.add_array("tokenizer.ggml.tokens", ["<s>", "</s>", "hello"])
+    writer.add_array("tokenizer.ggml.token_type", [1, 3, 1])
+    writer.add_array("x.nested", [[1, 2], [3]])
+    writer.add_tensor("weights", np.arange(64, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    info = gguf_model.check_gguf(model)
+    reader = gguf.GGUFReader(str(model))  # the gguf package's own reader: where the tensor data starts
+    assert (info.metadata, info.tensors, info.data_offset) == (len(reader.fields) - 3, 1, reader.data_offset)
+    model.write_bytes(model.read_bytes()[:reader.data_offset + 255])  # one byte short of the tensor
+    with pytest.raises(ModelError, match="is truncated: tensor 'weights' data"):
+        gguf_model.check_gguf(model)
+
+
+def gguf_v1(tensor_bytes: int = 16) -> bytes:
+    """A GGUF version 1 (32-bit counts and lengths, as llama.cpp still reads) with one key and one f32 tensor."""
+    def text(s: bytes) -> bytes:
+        return struct.pack("<I", len(s)) + s
+
+    head = b"GGUF" + struct.pack("<III", 1, 1, 1)  # version, tensors, metadata entries
+    head += text(b"general.name") + struct.pack("<I", 8) + text(b"v1 model")  # type 8: a string
+    head += text(b"w") + struct.pack("<IIIQ", 1, 4, 0, 0)  # one dimension of 4, type 0 (f32), data offset 0
+    return head.ljust(-(-len(head) // 32) * 32, b"\0") + bytes(tensor_bytes)
+
+
+def test_gguf_version_1_counts_are_32_bits(tmp_path: Path) -> None:
+    model = tmp_path / "v1.gguf"
+    model.write_bytes(gguf_v1())
+    assert gguf_model.check_gguf(model) == gguf_model.GgufInfo(version=1, tensors=1, metadata=1, data_offset=96,
+                                                               file_size=112)
+    model.write_bytes(gguf_v1(tensor_bytes=15))
+    with pytest.raises(ModelError, match="is truncated: tensor 'w' data .it ends at byte 112. runs past its end .111 bytes"):
+        gguf_model.check_gguf(model)
 
 
 def test_unreadable_model_is_refused(tmp_path: Path, monkeypatch) -> None:

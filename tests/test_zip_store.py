@@ -10,7 +10,9 @@ import pytest
 from conftest import MINI_TREE, compiled, scons
 from packaging_support import FILE_ELF, copy_exe, run, write_gguf
 
-from opencoti_build import summary, versioning, zip_sources, zipappend
+from opencoti_build import summary, versioning, zip_sources
+
+from opencoti_build.formats import zipappend
 
 METAL = "llama.cpp/ggml/src/ggml-metal/ggml-metal.metal"
 VERSION = versioning.llamafile_version(MINI_TREE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import random
 import stat
 import zipfile
 from pathlib import Path
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 from packaging_support import FILE_ELF, GGUF_MAGIC, PLEDGE, copy_exe, run, write_gguf
 
-from opencoti_build import zipappend
-from opencoti_build.zipappend import Entry, ZipAppendError, ZipStoreError, append, dos_datetime
+from opencoti_build.formats import zipappend
+from opencoti_build.formats.zipappend import Entry, ZipAppendError, ZipStoreError, append, dos_datetime
 
 EPOCH = 1700000000
 
@@ -107,7 +108,8 @@ def test_dos_timestamps_are_clamped() -> None:
 
 @pytest.mark.parametrize("name, complaint", [
     ("/etc/passwd", "absolute"), ("C:/x", "absolute"), ("../x", "'..'"), ("a/../b", "'..'"),
-    ("a//b", "empty"), ("dir/", "empty"), ("", "empty"), ("a\\b", "backslash"),
+    ("a//b", "empty"), ("dir/", "empty"), ("", "empty"), ("a\\b", "backslash"), ("a\0b", "NUL"), ("a\nb", "newline"),
+    ("./a", "'.' component"), ("C:", "absolute"), pytest.param("x" * 65536, "longer than a zip name can be", id="65536-bytes"),
 ])
 def test_bad_names_are_refused(tmp_path: Path, name: str, complaint: str) -> None:
     out = tmp_path / "out"
@@ -131,6 +133,24 @@ def test_dsos_get_bare_names(tmp_path: Path) -> None:
     dso.chmod(0o755)
     entry = Entry.file(dso)
     assert (entry.name, entry.mode) == ("ggml-cuda.so", 0o755)
+
+
+def test_the_longest_name_and_a_non_ascii_name_are_stored_as_given(tmp_path: Path) -> None:
+    longest, accented = "x" * 65535, "modèle-ü.gguf"
+    out = tmp_path / "out"
+    append(PLEDGE, [Entry.blob(longest, b"1"), Entry.blob(accented, b"2")], out)
+    with zipfile.ZipFile(out) as archive:  # the UTF-8 flag set: readers decode the name as UTF-8, not cp437
+        assert archive.read(accented) == b"2" and archive.getinfo(accented).flag_bits & 0x800
+        assert archive.read(longest) == b"1" and not archive.getinfo(longest).flag_bits & 0x800
+
+
+def test_file_modes_are_normalised_from_the_execute_bits(tmp_path: Path) -> None:
+    plain, tool = tmp_path / "plain", tmp_path / "tool"
+    plain.write_bytes(b"x")
+    tool.write_bytes(b"x")
+    plain.chmod(0o600)
+    tool.chmod(0o700)
+    assert (Entry.file(plain).mode, Entry.file(tool).mode, Entry.blob("b", b"", mode=0o755).mode) == (0o644, 0o755, 0o755)
 
 
 def test_base_without_zip_store_is_refused(tmp_path: Path) -> None:
@@ -182,19 +202,67 @@ def test_failure_mid_write_leaves_previous_artifact_and_no_temp(tmp_path: Path, 
     assert sorted(p.name for p in out.parent.iterdir()) == ["out.llamafile"]
 
 
-def test_input_changing_between_passes_is_caught(tmp_path: Path, monkeypatch) -> None:
+def test_input_changing_while_it_is_read_is_caught(tmp_path: Path, monkeypatch) -> None:
     model = write_gguf(tmp_path / "m.gguf")
-    real_measure = zipappend._measure
+    real_copy = zipappend._copy
 
-    def then_edit(entry: Entry, buf: bytearray):
-        pending = real_measure(entry, buf)
-        model.write_bytes(model.read_bytes()[:-1] + b"!")
-        return pending
+    def then_edit(path: Path, *args) -> None:
+        real_copy(path, *args)
+        if path == model:  # same size, other bytes: only the stat taken after the read can tell
+            model.write_bytes(model.read_bytes()[:-1] + b"!")
 
-    monkeypatch.setattr(zipappend, "_measure", then_edit)
-    with pytest.raises(ZipAppendError, match="changed while being packaged"):
+    monkeypatch.setattr(zipappend, "_copy", then_edit)
+    with pytest.raises(ZipAppendError, match=f"^{model} changed while being packaged; package again$"):
         append(PLEDGE, [Entry.file(model)], tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
+
+
+def _golden_inputs(tmp_path: Path) -> tuple[Path, list[Entry]]:
+    """A fixed base (a plain zip) and entries of every kind: sparse, executable, empty, non-ASCII name, blob."""
+    rng = random.Random(13)
+    base = tmp_path / "base.zip"
+    with zipfile.ZipFile(base, "w") as store:
+        for name in ("usr/share/a", "b"):
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 2, 3, 4, 6))
+            info.create_system, info.external_attr = 3, 0o100644 << 16
+            store.writestr(info, rng.randbytes(5000))
+    model = tmp_path / "model.gguf"
+    with open(model, "wb") as f:  # data, a hole, data, a hole to the end (holes where the filesystem has them)
+        f.write(b"GGUF" + rng.randbytes(1 << 20))
+        f.seek(4 << 20)
+        f.write(rng.randbytes(100_000))
+        f.truncate(6 << 20)
+    tool = tmp_path / "tool"
+    tool.write_bytes(rng.randbytes(70_000))
+    tool.chmod(0o755)
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "notes").write_text("ünï\n", encoding="utf-8")
+    return base, [Entry.file(model), Entry.file(tool, name="bin/tool"), Entry.file(tmp_path / "empty"),
+                  Entry.file(tmp_path / "notes", name="dir/ünï.txt"), Entry.blob(".args", b"-m /zip/model.gguf\n")]
+
+
+# SHA-256 of the artifacts the two-pass writer (commit fff83b8) made of _golden_inputs: the one-pass
+# writer must write the same bytes.
+GOLDEN = {
+    4096: "3a13e369966f3dbe6b89e3afec7522241e28a2d8cb5a782522c7b650031203c8",
+    65536: "ae6b7aa918da563b747c191e3478b43d0553542af16f6b361062322e73acdf4b",
+}
+
+
+@pytest.mark.parametrize("align", sorted(GOLDEN))
+def test_artifact_is_byte_identical_to_the_two_pass_writers(tmp_path: Path, align: int) -> None:
+    base, entries = _golden_inputs(tmp_path)
+    heard: list[tuple[str, str]] = []
+    result = append(base, entries, tmp_path / "out", align=align, epoch=EPOCH,
+                    on_digest=lambda path, st, sha256: heard.append((path.name, sha256)))
+    written = (tmp_path / "out").read_bytes()
+    assert hashlib.sha256(written).hexdigest() == GOLDEN[align] == result.sha256
+    # every file read whole, then the output, each with the digest of its bytes
+    files = ["base.zip", "model.gguf", "tool", "empty", "notes"]
+    assert heard == [(n, hashlib.sha256((tmp_path / n).read_bytes()).hexdigest()) for n in files] + [
+        ("out", GOLDEN[align])]
+    with zipfile.ZipFile(tmp_path / "out") as archive:
+        assert archive.testzip() is None
 
 
 def test_more_than_65535_entries_use_zip64_end_records(tmp_path: Path) -> None:
@@ -228,6 +296,8 @@ def test_sparse_model_over_4gib_gives_a_valid_zip64_artifact(tmp_path: Path) -> 
     (tmp_path / "gguf.magic").write_text(GGUF_MAGIC)
     result = append(base, [Entry.file(model), Entry.file(tmp_path / "gguf.magic")], out)
     assert out.stat().st_blocks * 512 < 64 << 20  # holes stayed holes
+    # the two-pass writer's bytes (commit fff83b8), zip64 fields included
+    assert result.sha256 == "fd66ac560e8203e42a5521da7cfb766a1bea1d6675c85779846f8a2398de90ef"
     huge = result.entry("huge.gguf")
     assert huge.size == size and huge.data_offset % zipappend.DEFAULT_ALIGN == 0
     assert result.entry("gguf.magic").data_offset > 0xFFFFFFFF  # an offset only zip64 can express

@@ -9,7 +9,7 @@ import re
 import shlex
 from pathlib import Path
 
-from opencoti_build.host_strings import missing_strings
+from opencoti_build.formats.host_strings import missing_strings
 from opencoti_build.errors import UserError
 
 # The embedder's buildEmbedderArgs() (packages/opencoti-embedder/src/manager.ts), after `-m /zip/<model>`.

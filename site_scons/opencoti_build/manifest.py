@@ -4,17 +4,16 @@ Written with sorted keys and a trailing newline, atomically; the same inputs giv
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opencoti_build import tempfiles, versioning
-from opencoti_build.zipappend import AppendResult
+from opencoti_build import backends, patch_series, tempfiles
+from opencoti_build.versioning import Identity
+from opencoti_build.formats.zipappend import AppendResult
 from opencoti_build.errors import UserError
 
 MANIFEST_SUFFIX = ".MANIFEST.json"
@@ -22,20 +21,6 @@ MANIFEST_SUFFIX = ".MANIFEST.json"
 
 class ManifestError(UserError):
     """A manifest cannot be read or written. One line naming the file."""
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who the artifact is: version, tag, architecture, and the checkout it was built from."""
-
-    llamafile_version: str
-    tag: str
-    arch: str
-    git_commit: str
-
-    @property
-    def version_string(self) -> str:
-        return versioning.version_string(self.llamafile_version, self.tag)
 
 
 def manifest_path(artifact: Path | str) -> Path:
@@ -56,10 +41,6 @@ def git_commit(project: Path | str) -> str:
 
 def applied_patches(record: Path | str) -> list[dict[str, str]]:
     """The patch series of the last apply (name, sha256, series), from patch_series' record; [] if none."""
-    try:
-        patch_series = importlib.import_module("opencoti_build.patch_series")
-    except ImportError:
-        return []
     found = patch_series.read_record(Path(record))
     if not found:
         return []
@@ -67,13 +48,8 @@ def applied_patches(record: Path | str) -> list[dict[str, str]]:
 
 
 def dso_architectures(path: Path | str) -> list[str]:
-    """GPU architectures compiled into a DSO (opencoti_build.inspect), or [] where that cannot tell."""
-    try:
-        inspect = importlib.import_module("opencoti_build.inspect")
-    except ImportError:
-        return []
-    reader = getattr(inspect, "dso_architectures", None)
-    return sorted(str(a) for a in reader(Path(path))) if reader else []
+    """GPU architectures compiled into a DSO, as every backend's device-code reader names them."""
+    return sorted(backends.dso_architectures(path))
 
 
 def build(result: AppendResult, identity: Identity, *, host_name: str, host_prebuilt: bool, dsos: Mapping[str, str],

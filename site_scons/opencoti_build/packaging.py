@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from opencoti_build import buildvars, embed_args, gguf_model, host_strings, zipappend, zipstore
-from opencoti_build.manifest import Identity
-from opencoti_build.zipappend import AppendResult, Entry, EntryInfo
+from opencoti_build import buildvars, embed_args
+
+from opencoti_build.formats import gguf_model, host_strings, zipappend, zipstore
+from opencoti_build.versioning import Identity
+from opencoti_build.formats.zipappend import AppendResult, Entry, EntryInfo
 from opencoti_build.errors import UserError
 
 class PackageError(UserError):
@@ -46,17 +48,6 @@ def integer(name: str, value: str) -> int:
         return int(str(value), 0)
     except ValueError:
         raise PackageError(f"{name}={value!r} is not a whole number") from None
-
-
-def embedded_dsos(built: Mapping[str, Any], cpu_only: bool) -> dict[str, Any]:
-    """The DSOs to embed (backend -> DSO): none with CPU_ONLY=1; refused when none were built otherwise."""
-    if cpu_only:
-        return {}
-    if not built:
-        raise PackageError(
-            "package: no GPU backend DSO was built (no CUDA, ROCm or Vulkan toolchain found, see the WARN lines); "
-            "install one, point CUDA_PATH/ROCM_PATH/VULKAN_SDK at it, or pass CPU_ONLY=1")
-    return dict(built)
 
 
 # Entries that make a zip store a packaged artifact rather than a thin llamafile binary.
@@ -199,12 +190,13 @@ class Packaged:
     args_text: str | None
 
 
-def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, manifest: Path | None = None) -> Packaged:
+def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, manifest: Path | None = None,
+                   on_digest: zipappend.Digest | None = None) -> Packaged:
     """Check the inputs, then write ``output``; nothing is written when a check fails.
 
     ``manifest`` (the artifact's MANIFEST.json) is removed just before the new artifact takes the
     old one's place: a run killed before its manifest step leaves an artifact with no manifest,
-    never a manifest describing other bytes.
+    never a manifest describing other bytes. ``on_digest`` as for zipappend.append.
     """
     version, text = check(contents)
 
@@ -213,7 +205,7 @@ def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, 
             manifest.unlink(missing_ok=True)
 
     result = zipappend.append(contents.host, contents.entries(text), output, align=align, epoch=epoch,
-                              before_replace=drop_manifest)
+                              before_replace=drop_manifest, on_digest=on_digest)
     return Packaged(result, version, text)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opencoti_build import manifest as manifests
-from opencoti_build.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
+from opencoti_build.formats.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
 
 _CHUNK = 4 << 20
 PROJECT = Path(__file__).resolve().parents[2]

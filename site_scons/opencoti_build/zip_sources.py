@@ -53,7 +53,7 @@ def write_store(linked: Path | str, tree: Path | str, paths: list[str], output: 
     SOURCE_DATE_EPOCH and mode 0644: the bytes depend on the tree's content only. Written beside
     ``output`` and renamed, like the linker's companions copied next to it.
     """
-    from opencoti_build import zipappend  # imported here: reading the tree needs none of it
+    from opencoti_build.formats import zipappend  # imported here: reading the tree needs none of it
 
     linked, tree, output = Path(linked), Path(tree), Path(output)
     for suffix in COMPANIONS:
@@ -63,7 +63,7 @@ def write_store(linked: Path | str, tree: Path | str, paths: list[str], output: 
 
 def store_entries(tree: Path | str, paths: list[str]) -> list:
     """The zipappend entries of the store: each tree file under its tree path, mode 0644."""
-    from opencoti_build import zipappend
+    from opencoti_build.formats import zipappend
 
     return [zipappend.Entry.file(Path(tree) / path, name=path, mode=0o644) for path in paths]
 

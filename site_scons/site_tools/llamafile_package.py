@@ -2,7 +2,16 @@
 
 Every input is either a file node (content-tracked) or part of a Value node, so an artifact is
 rewritten only when something it is made of changes; the manifest has its own Value (git commit,
-patch series, toolchains) and is rewritten alone when only those change.
+patch series, toolchains) and is rewritten alone when only those change. Each also depends on the
+files of the code that writes it (ARTIFACT_CODE, MANIFEST_CODE: opencoti_build.import_closure).
+
+The model is read once per packaging, by the packager (docs/packaging.md, "Reading the model
+once"): the package environment's decider takes a model whose stamp changed as changed without
+hashing it, and the signatures SCons records for the model and the artifact are the SHA-256s the
+packager computed (opencoti_build.file_digests), so SCons reads neither file.
+
+Construction variables read: ``BACKEND_DIST_DIR`` and ``ENV`` (``HOME``) by ``verify``. Sets the
+package environment's decider.
 """
 from __future__ import annotations
 
@@ -13,14 +22,14 @@ from pathlib import Path
 import SCons.Errors
 from SCons.Script import Action
 
+from opencoti_build import file_digests, import_closure, packaging, verify, versioning
 from opencoti_build import manifest as manifests
-from opencoti_build import packaging, verify, versioning
-from opencoti_build.manifest import Identity
+from opencoti_build.versioning import Identity
 
-_MODULES = Path(packaging.__file__).parent
-# the modules whose code decides the artifact's bytes / the manifest's: a change in them repackages
-ARTIFACT_CODE = ("zipappend.py", "zipstore.py", "embed_args.py", "gguf_model.py", "host_strings.py", "packaging.py")
-MANIFEST_CODE = ("manifest.py",)
+# the code that decides the artifact's bytes / the manifest's (this file writes the manifest): an edit repackages
+ARTIFACT_CODE = [str(p) for p in import_closure.source_files(packaging.__name__)]
+MANIFEST_CODE = [str(p) for p in import_closure.source_files(manifests.__name__, packaging.__name__)] + [__file__]
+_UNREAD = "unread: the packager signs it"  # a signature no file has; never left in a node past the decision
 
 
 def _spec_contents(spec: dict) -> packaging.Contents:
@@ -42,9 +51,14 @@ def _write_artifact(target, source, env):
         previous = None
     try:
         packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"],
-                                            manifest=manifest)
+                                            manifest=manifest, on_digest=file_digests.remember)
     except packaging.ERRORS as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    for node in source:
+        if getattr(node.attributes, "read_by_packager", False):
+            csig = file_digests.known(node.abspath)  # None when it changed after the packager read it
+            if csig is not None:
+                node.get_ninfo().csig = csig
     extra = {
         "host": contents.host.name,
         "dsos": {b: p.name for b, p in contents.dsos.items()},
@@ -55,6 +69,24 @@ def _write_artifact(target, source, env):
     }
     Path(target[1].abspath).write_text(packaging.record_json(packaged.result, extra), encoding="utf-8")
     return 0
+
+
+def _decide(dependency, target, prev_ni, repo_node=None) -> bool:
+    """content-timestamp, except that an input the packager reads whole is not hashed to decide.
+
+    Its stamp unchanged, it is current (as under content-timestamp); its stamp changed, it counts
+    as changed, and the packager's one read signs it. A touched model is therefore repackaged
+    rather than hashed: one read either way.
+    """
+    if not getattr(dependency.attributes, "read_by_packager", False):
+        return dependency.changed_timestamp_then_content(target, prev_ni, repo_node)
+    ninfo = dependency.get_ninfo()
+    if not hasattr(ninfo, "csig"):
+        ninfo.csig = _UNREAD  # what SCons' content check compares instead of reading the file
+    changed = dependency.changed_timestamp_then_content(target, prev_ni, repo_node)
+    if getattr(ninfo, "csig", None) == _UNREAD:
+        del ninfo.csig  # not recorded: the packager's digest replaces it, or nothing does
+    return changed
 
 
 def _write_manifest(target, source, env):
@@ -106,16 +138,19 @@ def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta
     ``spec``: host, dsos (backend -> path), model, args (paths or None), align, epoch.
     ``meta``: identity (Identity fields), hostPrebuilt, patches, toolchains, epoch.
     """
+    for node in sources:  # the model and a prebuilt host: sources the packager reads whole and signs
+        if not node.has_builder() and node.abspath in (spec["host"], spec["model"]):
+            node.attributes.read_by_packager = True
     built = env.Command(
         [artifact, record], list(sources) + [env.Value(json.dumps(spec, sort_keys=True))],
         Action(_write_artifact, "PACKAGE $TARGET"),
     )
-    env.Depends(built, [str(_MODULES / m) for m in ARTIFACT_CODE])
+    env.Depends(built, ARTIFACT_CODE)
     written = env.Command(
         manifest, [built[1], env.Value(json.dumps(meta, sort_keys=True))],
         Action(_write_manifest, "MANIFEST $TARGET"),
     )
-    env.Depends(written, [built[0]] + [str(_MODULES / m) for m in MANIFEST_CODE])
+    env.Depends(written, [built[0]] + MANIFEST_CODE)
     # a failed or interrupted packaging must leave the previous artifact in place (SCons would
     # otherwise delete targets before building them), and multi-GiB artifacts stay out of CacheDir
     env.Precious(built + written)
@@ -137,9 +172,16 @@ def LlamafileVerify(env, name, manifest_nodes, build_first: bool):
 
 
 def generate(env):
+    env.Decider(_decide)
     env.AddMethod(LlamafileArtifact, "LlamafileArtifact")
     env.AddMethod(LlamafileVerify, "LlamafileVerify")
 
 
 def exists(env):
+    """The device-code readers the manifest needs: lief, and zstandard for compressed CUDA fatbins."""
+    try:
+        import lief  # noqa: F401
+        import zstandard  # noqa: F401
+    except ImportError:
+        return False
     return True
