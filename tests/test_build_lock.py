@@ -59,7 +59,10 @@ def test_a_child_given_the_lock_keeps_it_after_its_parent_dies(tmp_path: Path) -
         sys.path.insert(0, {str(PROJECT / 'site_scons')!r})
         from opencoti_build import build_lock
         build_lock.acquire({str(tmp_path / 'b')!r})
-        child = subprocess.Popen(["sleep", "1.5"], **build_lock.inherited())
+        # the child's output away from the pipe run() reads: else run() returns only at its exit, racing
+        # the lock's release
+        child = subprocess.Popen(["sleep", "1.5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 **build_lock.inherited())
         print(child.pid, flush=True)
     """)
     started = time.monotonic()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MINI_TREE, PROJECT, scons, scons_command
+from conftest import MINI_TREE, PROJECT, copy_checkout, scons, scons_command
 from opencoti_build import cache_entry
 from packaging_support import write_gguf
 
@@ -230,15 +230,6 @@ def test_two_runs_at_once_in_one_build_dir(cache_space: Workspace, trial: int) -
     assert not any("Traceback" in o for o in outputs), outputs
     ws.assert_clean_equivalent()
     assert_every_entry_verifies(ws.cache)
-
-
-def copy_checkout(dest: Path) -> Path:
-    """What a second clone holds for a build: the build description and the fixture."""
-    for name in ("SConstruct", "build.SConscript"):
-        shutil.copy2(PROJECT / name, dest / name)
-    for name in ("site_scons", "host", "backends", "package", "native", "vendors"):
-        shutil.copytree(PROJECT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "dist"))
-    return dest
 
 
 @pytest.fixture(scope="module")

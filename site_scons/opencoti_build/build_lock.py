@@ -18,7 +18,7 @@ from pathlib import Path
 from opencoti_build.errors import UserError, os_error_line
 
 LOCK_NAME = ".lock"
-_held: list[int] = []  # the fd this process holds, once acquired
+_held: dict[str, int] = {}  # lock file -> the fd this process holds it through
 
 
 def _holder(fd: int) -> str:
@@ -44,6 +44,8 @@ def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], No
     When another run holds it: with ``wait`` say so once and wait for it, else refuse (UserError).
     """
     path = Path(build_dir) / LOCK_NAME
+    if str(path) in _held:
+        return _held[str(path)]  # taken already (SConstruct's fast path tried it first)
     said = False
     while True:
         fd = _open(path, build_dir)
@@ -67,9 +69,19 @@ def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], No
         os.close(fd)  # the file we locked was removed meanwhile (BUILD_DIR deleted): lock the one there now
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    _held[:] = [fd]
+    _held[str(path)] = fd
     atexit.register(_say_if_lost, path, fd)
     return fd
+
+
+def try_acquire(build_dir: Path | str) -> int | None:
+    """The lock when no other run holds it (and ``build_dir`` exists), else None; never waits or creates."""
+    if not os.path.isdir(build_dir):
+        return None
+    try:
+        return acquire(build_dir, wait=False, say=lambda line: None)
+    except UserError:
+        return None
 
 
 def lost(path: Path, fd: int) -> bool:
@@ -88,4 +100,4 @@ def _say_if_lost(path: Path, fd: int) -> None:
 
 def inherited() -> dict[str, tuple[int, ...]]:
     """subprocess keyword arguments that hand the held lock to a child (nothing when none is held)."""
-    return {"pass_fds": tuple(_held)}
+    return {"pass_fds": tuple(_held.values())}

@@ -14,7 +14,7 @@ its answer is kept (SCons' own ``allowcache``) instead of being computed twice. 
 are only known once a generated source exists may still be found current at run time: then N is
 larger than the steps shown, never smaller.
 
-Construction variables set: PRINT_CMD_LINE_FUNC. A node whose ``attributes.not_a_step`` is true (the
+Construction variables read: none. Set: PRINT_CMD_LINE_FUNC. Method: StartSummary. A node whose ``attributes.not_a_step`` is true (the
 compile database) is not counted.
 """
 from __future__ import annotations
@@ -80,6 +80,16 @@ def _print_line(text: str, target, source, env) -> None:
         sys.stdout.flush()
 
 
+def _forget_scan(node) -> None:
+    """Drop what scanning ``node`` found before its inputs were rebuilt (a generated source not written
+    yet scans as empty). SCons rescans a node when an input it waited for is built, but not when that
+    input was built before SCons reached the node: the stale list would go into the sconsign, and the
+    next run, finding the real includes, would rebuild it."""
+    node.implicit = None
+    node.implicit_set = set()
+    node._children_reset()
+
+
 def _will_run(node, plan: dict, executors: set) -> bool:
     """True when ``node`` is rebuilt (or restored) in this run; every step that is goes into ``executors``."""
     if node in plan:
@@ -88,6 +98,8 @@ def _will_run(node, plan: dict, executors: set) -> bool:
     inputs_rebuilt = False
     for child in node.children():
         inputs_rebuilt |= _will_run(child, plan, executors)
+    if inputs_rebuilt:
+        _forget_scan(node)
     if not node.has_builder():
         plan[node] = inputs_rebuilt
         return inputs_rebuilt
@@ -149,4 +161,6 @@ def generate(env) -> None:
 
 
 def exists(env) -> bool:
-    return True
+    # What generate wraps: SCons' task hooks.
+    task = SCons.Script.Main.BuildTask
+    return callable(getattr(task, "executed", None)) and callable(getattr(task, "failed", None))

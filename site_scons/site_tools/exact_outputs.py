@@ -17,6 +17,10 @@ second as the recorded stamp, and no mtime alone sees an edit that puts the old 
 -r`, `utime`, a copy with `cp -p` over an edited file), which always moves the ctime. (Two writes
 within one kernel timestamp tick, a few ms, still look alike, as they do to make and Ninja.)
 
+A file whose SHA-256 the build already knows (opencoti_build.file_digests: the packager's artifact,
+as written) is signed with that digest instead of being read again; a target recorded with such a
+``sha256:`` signature is checked against one after a touch.
+
 Construction variables: none read or set. Installing the tool patches ``SCons.Node.FS`` once.
 """
 from __future__ import annotations
@@ -26,7 +30,10 @@ import SCons.Node.FS
 import SCons.Script
 import SCons.Util
 
+from opencoti_build import file_digests
+
 _inputs_current = SCons.Node.FS.File.is_up_to_date
+_scons_csig = SCons.Node.FS.File.get_csig
 
 
 def stamp(node: SCons.Node.FS.Base) -> float | None:
@@ -48,8 +55,20 @@ def matches_record(node: SCons.Node.FS.File) -> bool:
         return True
     if st.st_size != getattr(ninfo, "size", None):
         return False
+    if recorded_csig.startswith(file_digests.PREFIX):
+        return file_digests.signature(node.get_abspath()) == recorded_csig
     csig = SCons.Util.hash_file_signature(node.get_abspath(), SCons.Node.FS.File.hash_chunksize)
     return csig == recorded_csig
+
+
+def _csig(self: SCons.Node.FS.File) -> str:
+    """The digest the build already has of this very file (see file_digests), else SCons' own signature."""
+    ninfo = self.get_ninfo()
+    if not hasattr(ninfo, "csig"):
+        known = file_digests.known(self.get_abspath())
+        if known is not None:
+            ninfo.csig = known
+    return _scons_csig(self)  # the signature just set, if any
 
 
 def _is_up_to_date(self: SCons.Node.FS.File) -> bool:
@@ -67,7 +86,10 @@ def _is_up_to_date(self: SCons.Node.FS.File) -> bool:
 def generate(env) -> None:
     SCons.Node.FS.Base.getmtime = stamp
     SCons.Node.FS.File.is_up_to_date = _is_up_to_date
+    SCons.Node.FS.File.get_csig = _csig
 
 
 def exists(env) -> bool:
-    return True
+    # What generate replaces: SCons' file stamp, up-to-date check and content signature.
+    return all(callable(getattr(cls, name, None)) for cls, name in (
+        (SCons.Node.FS.Base, "getmtime"), (SCons.Node.FS.File, "is_up_to_date"), (SCons.Node.FS.File, "get_csig")))

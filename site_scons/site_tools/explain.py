@@ -7,7 +7,7 @@ what the decision compares, each input's content signature against the one the l
 so an edited source reads "because the source changed" and an archive or link lists only the objects
 that changed. Everything else (a new or removed dependency, a changed command) reads as SCons says it.
 
-Construction variables: none. Installing the tool replaces ``SCons.Node.Node.explain`` once.
+Construction variables read: none; set: none. Installing the tool replaces ``SCons.Node.Node.explain`` once.
 """
 from __future__ import annotations
 
@@ -63,4 +63,5 @@ def generate(env) -> None:
 
 
 def exists(env) -> bool:
-    return True
+    # What generate replaces and what _changed asks: SCons' explain and its deciders.
+    return callable(getattr(SCons.Node.Node, "explain", None)) and hasattr(SCons.Node, "_decider_map")

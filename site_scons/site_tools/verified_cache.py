@@ -13,8 +13,8 @@
 - a cache directory the user cannot write is read and never written (one NOTE); one that cannot be
   created is a one-line error. No lock files: the config is written once, by rename.
 
-Construction variables read: BUILD_DIR, SRC, LLAMACPP (the roots neutralised in keys). Sets
-CACHEDIR_CLASS.
+Construction variables read: BUILD_DIR, SRC, LLAMACPP (the roots neutralised in keys). Sets (through
+``env.CacheDir``) CACHEDIR_CLASS. Method: VerifiedCacheDir.
 """
 from __future__ import annotations
 
@@ -168,4 +168,7 @@ def generate(env) -> None:
 
 
 def exists(env) -> bool:
-    return True
+    # What VerifiedCacheDir overrides of SCons' CacheDir, and the setting it keeps to.
+    return (all(callable(getattr(SCons.CacheDir.CacheDir, m, None))
+                for m in ("_readconfig", "cachepath", "get_cachedir_csig", "retrieve", "push", "is_readonly"))
+            and hasattr(SCons.CacheDir, "CACHE_PREFIX_LEN"))

@@ -1,0 +1,381 @@
+"""The null build's fast path (opencoti_build/null_build.py) against a full SCons evaluation.
+
+A differential test: seeded random rounds, each applying one mutation to a private checkout (SConstruct,
+SConscripts, site_scons and the miniature tree, in a git repository), then asking a full evaluation
+(`scons -q`, which never takes the fast path) whether the targets are current, and building. The fast
+path may answer "nothing to do" only when `scons -q` says current; a build after which `scons -q` says
+current must have done nothing; the run after a successful build must take the fast path (it is not
+merely always off). Every ``CLEAN_EVERY`` rounds and at the end, the outputs equal a clean build's.
+
+``OPENCOTI_NULL_ROUNDS`` (default 200) and ``OPENCOTI_FAULT_SEED`` change the rounds and the seed.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import SCons
+from test_reproducible_paths import clone
+
+from conftest import scons_command, summary
+
+from opencoti_build import null_build
+
+RUNNING = null_build.interpreter(SCons.__version__)
+ROUNDS = int(os.environ.get("OPENCOTI_NULL_ROUNDS", "200"))
+SEED = int(os.environ.get("OPENCOTI_FAULT_SEED", "20261201"))
+CLEAN_EVERY = 25
+TREE = Path("tests/fixtures/llamafile-mini")
+COMPARED = ("o/llamafile/llamafile", "o/llamafile/linked/llamafile.aarch64.elf", "o/llamafile/linked/llamafile.com.dbg")
+VARIANT = b"# a variant of the driver\n"
+
+
+@dataclass
+class Checkout:
+    """A private checkout, its build's variables and environment, and what the mutations left behind."""
+
+    root: Path
+    variables: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    added: list[Path] = field(default_factory=list)
+    deleted: dict[Path, bytes] = field(default_factory=dict)
+    rng: random.Random = field(default_factory=random.Random)
+    serial: int = 0
+
+    @property
+    def tree(self) -> Path:
+        return self.root / TREE
+
+    def command(self, *extra: str, out: str = "out") -> tuple[list[str], dict[str, str]]:
+        variables = dict(self.variables, SRC=str(self.tree), BUILD_DIR=str(self.root / out),
+                         CACHE_DIR=str(self.root / "cache"), DIST_DIR=str(self.root / f"{out}-dist"),
+                         BACKEND_DIST_DIR=str(self.root / f"{out}-vendors"),
+                         COMPILEDB=str(self.root / f"{out}-compile_commands.json"))
+        return scons_command("-j2", *[f"{k}={v}" for k, v in variables.items()], "host", "vulkan", *extra,
+                             build=self.root, home=Path(self.env.get("HOME", self.root / "home")),
+                             project=self.root, env_extra=self.env)
+
+    def run(self, *extra: str, out: str = "out", check: bool = False) -> subprocess.CompletedProcess[str]:
+        argv, env = self.command(*extra, out=out)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{argv} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def why_not_fast(self) -> str | None:
+        """Why the next plain run would take the full path (None: it takes the fast path)."""
+        record = null_build.Record.load(str(self.root / "out" / null_build.RECORD_NAME))
+        if record is None:
+            return "no record"
+        argv, env = self.command()
+        return null_build.difference(record, argv[3:], str(self.root), env, RUNNING)
+
+    def record_stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.root / "out" / ".null-build")
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns
+
+    def pick(self, *patterns: str) -> Path:
+        return self.rng.choice(sorted(p for pattern in patterns for p in self.tree.glob(pattern)))
+
+    def next(self) -> int:
+        self.serial += 1
+        return self.serial
+
+
+def _append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+# Each mutation changes one thing and returns what it did (for the failure message).
+def edit_source(co: Checkout) -> str:
+    path = co.pick("llamafile/*.c", "llamafile/*.cpp", "llama.cpp/ggml/src/*.c", "llama.cpp/common/*.cpp")
+    n = co.next()
+    _append(path, co.rng.choice([f"\n/* round {n} */\n", f"\nint opencoti_round_{n}(void) {{ return {n}; }}\n"]))
+    return f"edited {path.name}"
+
+
+def edit_header(co: Checkout) -> str:
+    path = co.pick("llamafile/*.h", "llama.cpp/ggml/src/*.h", "llama.cpp/include/*.h", "llamafile/*.inc",
+                   "llama.cpp/ggml/src/ggml-cpu/*.inc")
+    n = co.next()
+    _append(path, co.rng.choice([f"\n/* round {n} */\n", f"\n#define OPENCOTI_ROUND_{n} {n}\n"]))
+    return f"edited {path.name}"
+
+
+def edit_device_code(co: Checkout) -> str:
+    path = co.pick("llama.cpp/ggml/src/ggml-cuda/*.cu", "llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders/*.comp")
+    _append(path, f"\n// round {co.next()}\n")
+    return f"edited {path.name}"
+
+
+def touch(co: Checkout) -> str:
+    path = co.pick("llamafile/*", "llama.cpp/ggml/src/*", "llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders/*.comp")
+    os.utime(path)
+    return f"touched {path.name}"
+
+
+def delete_and_restore(co: Checkout) -> str:
+    """Delete a source (the build may fail), or put back the one deleted earlier."""
+    if co.deleted:
+        path, data = co.deleted.popitem()
+        path.write_bytes(data)
+        return f"restored {path.name}"
+    path = co.pick("llamafile/*.c", "llamafile/*.h", "llama.cpp/ggml/src/ggml-cuda/*.cu",
+                   "llama.cpp/ggml/src/ggml-vulkan/vulkan-shaders/*.comp", "llamafile/*.inc")
+    co.deleted[path] = path.read_bytes()
+    path.unlink()
+    return f"deleted {path.name}"
+
+
+def shadow_header(co: Checkout) -> str:
+    """A copy of common.h in main.cpp's own directory, which `#include "common.h"` searches first."""
+    shadow = co.tree / "llamafile" / "common.h"
+    if shadow.exists():
+        shadow.unlink()
+        return "removed the shadowing common.h"
+    shutil.copy(co.tree / "llama.cpp" / "common" / "common.h", shadow)
+    return "added a common.h that shadows llama.cpp/common/common.h"
+
+
+def globbed_file(co: Checkout) -> str:
+    """A file added to or removed from llamafile/highlight/, which the build globs (*.cpp)."""
+    if co.added and co.rng.random() < 0.5:
+        path = co.added.pop()
+        path.unlink()
+        return f"removed {path.name}"
+    n = co.next()
+    path = co.tree / "llamafile" / "highlight" / f"opencoti_extra_{n}.cpp"
+    path.write_text(f'extern "C" int opencoti_extra_{n}(void) {{ return {n}; }}\n', encoding="utf-8")
+    co.added.append(path)
+    return f"added {path.name}"
+
+
+def edit_build_code(co: Checkout) -> str:
+    path = co.rng.choice([co.root / "SConstruct", co.root / "host" / "SConscript", co.root / "build.SConscript",
+                          co.root / "site_scons" / "opencoti_build" / "sources.py",
+                          co.root / "site_scons" / "site_tools" / "cosmocc.py"])
+    _append(path, f"\n# round {co.next()}\n")
+    return f"edited {path.relative_to(co.root)}"
+
+
+def variable(co: Checkout) -> str:
+    key, value = co.rng.choice([("VERBOSE", "1"), ("COMPILEDB_ARCH", "aarch64"), ("CPU_ONLY", "1")])
+    if co.variables.pop(key, None) is None:
+        co.variables[key] = value
+        return f"{key}={value} on the command line"
+    return f"{key} dropped from the command line"
+
+
+def environment(co: Checkout) -> str:
+    key = co.rng.choice(["PATH", "CUDA_PATH", "HOME", "OPENCOTI_UNUSED"])
+    if key in co.env:
+        del co.env[key]
+        return f"{key} back to the default"
+    values = {"PATH": f"{co.root / 'empty-bin'}{os.pathsep}{os.environ['PATH']}", "CUDA_PATH": "/nonexistent/cuda",
+              "HOME": str(co.root / "home2"), "OPENCOTI_UNUSED": "1"}
+    (co.root / "empty-bin").mkdir(exist_ok=True)
+    co.env[key] = values[key]
+    return f"{key} changed"
+
+
+def compiler(co: Checkout) -> str:
+    """The stand-in cosmocc replaced: by an identical copy (a new file), or by one with an extra comment."""
+    path = co.root / "site_scons" / "cosmocc_shim" / "bin" / "cosmocc"
+    data = path.read_bytes()
+    if co.rng.random() < 0.5:  # toggles between two drivers: the second time, every step comes from the cache
+        data = data[:-len(VARIANT)] if data.endswith(VARIANT) else data + VARIANT
+    staged = path.with_name("cosmocc.new")
+    staged.write_bytes(data)
+    os.chmod(staged, 0o755)
+    os.replace(staged, path)
+    return "replaced the cosmocc driver"
+
+
+def delete_output(co: Checkout) -> str:
+    objects = sorted((co.root / "out" / "o").rglob("*.o"))
+    path = co.rng.choice(objects + [co.root / "out" / "o" / "llamafile" / "linked" / "llamafile.aarch64.elf"])
+    path.unlink(missing_ok=True)
+    return f"deleted output {path.relative_to(co.root)}"
+
+
+def commit(co: Checkout) -> str:
+    git(co.root, "add", "-A")
+    git(co.root, "commit", "-q", "--allow-empty", "-m", f"round {co.next()}")
+    return "committed in the project"
+
+
+def series_or_tag(co: Checkout) -> str:
+    if co.rng.random() < 0.5:
+        _append(co.root / "vendors" / "patches" / "llamafile" / "README.md", f"\nround {co.next()}\n")
+        return "edited the patch series"
+    tag = co.root / "vendors" / "llamafile" / "OPENCOTI_TAG"
+    tag.write_text(tag.read_text(encoding="utf-8").rsplit("\n", 2)[0] + f"\nc{co.next()}\n", encoding="utf-8")
+    return "changed OPENCOTI_TAG"
+
+
+def stale_home_dso(co: Checkout) -> str:
+    home = Path(co.env.get("HOME", co.root / "home"))
+    name = co.rng.choice(["ggml-cuda.so", "ggml-vulkan.so"])
+    path = home / name
+    if path.exists():
+        path.unlink()
+        return f"removed $HOME/{name}"
+    path.write_bytes(b"stale " + str(co.next()).encode())
+    return f"created a stale $HOME/{name}"
+
+
+MUTATIONS: list[Callable[[Checkout], str]] = [
+    edit_source, edit_header, edit_device_code, touch, delete_and_restore, shadow_header, globbed_file,
+    edit_build_code, variable, environment, compiler, delete_output, commit, series_or_tag, stale_home_dso,
+]
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                   capture_output=True)
+
+
+def outputs(co: Checkout, out: str) -> dict[str, bytes]:
+    """The thin binary, its aarch64 ELF and debug ELF, and the Vulkan DSO of the build in ``out``."""
+    found = {rel: (co.root / out / rel).read_bytes() for rel in COMPARED}
+    dso = sorted((co.root / f"{out}-vendors").rglob("ggml-vulkan.so"))
+    found["ggml-vulkan.so"] = dso[0].read_bytes() if dso else b""
+    return found
+
+
+def assert_equals_clean_build(co: Checkout, label: str) -> None:
+    for scratch in ("clean", "clean-vendors", "clean-dist"):
+        shutil.rmtree(co.root / scratch, ignore_errors=True)
+    co.run(out="clean", check=True)  # the same cache: unchanged steps come from it
+    built, clean = outputs(co, "out"), outputs(co, "clean")
+    differing = [name for name in built if built[name] != clean[name]]
+    assert not differing, f"{label}: the incremental build's {differing} differ from a clean build's"
+
+
+@pytest.mark.skipif(not shutil.which("glslc"), reason="the rounds build the Vulkan DSO too (glslc)")
+def test_fast_path_agrees_with_a_full_evaluation(tmp_path: Path) -> None:
+    co = Checkout(clone(tmp_path / "co"), rng=random.Random(SEED))
+    git(co.root, "init", "-q")
+    git(co.root, "add", "-A")
+    git(co.root, "commit", "-q", "-m", "base")
+    co.run(check=True)
+    fast_rounds = 0
+    history: list[str] = []
+    for number in range(1, ROUNDS + 1):
+        did = co.rng.choice(MUTATIONS)(co)
+        history.append(f"{number}: {did}")
+        label = f"seed {SEED} round {number} ({did}; before: {history[-6:-1]})"
+        question = co.run("-q")
+        assert question.returncode in (0, 1, 2), label  # 2: the tree no longer builds (a deleted source)
+        before = co.record_stat()
+        build = co.run()
+        fast = before is not None and co.record_stat() == before and build.returncode == 0
+        if fast:
+            fast_rounds += 1
+            assert question.returncode == 0, f"{label}: fast path said nothing to do, scons -q said not current"
+        counts = summary.parse(build.stdout)
+        if question.returncode == 0:
+            assert build.returncode == 0 and counts and counts["compiled"] == counts["cached"] == 0, \
+                f"{label}: scons -q said current, the build did work:\n{build.stdout}{build.stderr}"
+        if build.returncode != 0:
+            assert co.deleted, f"{label}: the build failed:\n{build.stdout}{build.stderr}"
+            continue
+        after, why = co.record_stat(), co.why_not_fast()
+        assert why is None, f"{label}: the run after a successful build would take the full path: {why}"
+        assert co.run().returncode == 0 and co.record_stat() == after, \
+            f"{label}: the run after a successful build did not take the fast path"
+        assert co.run("-q").returncode == 0, f"{label}: not current after a successful build"
+        if number % CLEAN_EVERY == 0 and not co.deleted:
+            assert_equals_clean_build(co, label)
+    for path, data in co.deleted.items():
+        path.write_bytes(data)
+    co.run(check=True)
+    assert_equals_clean_build(co, f"seed {SEED} end")
+    assert fast_rounds > 0, "the fast path never answered in any round"
+
+
+def test_fast_path_prints_what_a_full_null_build_prints(tmp_path: Path) -> None:
+    co = Checkout(clone(tmp_path / "co"))
+    co.run(check=True)
+    full = co.run("--debug=explain", check=True)  # an option that always takes the full path
+    before, why = co.record_stat(), co.why_not_fast()
+    assert why is None, f"the run after a null build would take the full path: {why}"
+    fast = co.run(check=True)
+    assert co.record_stat() == before, "the run after a null build did not take the fast path"
+    strip = [line for line in full.stdout.splitlines()
+             if not line.startswith("scons: rebuilding") and " up to date in " not in line]
+    assert [line for line in fast.stdout.splitlines() if " up to date in " not in line] == strip
+    assert fast.stderr == full.stderr
+    assert summary.parse(fast.stdout) == summary.parse(full.stdout)
+
+
+@pytest.mark.parametrize(("args", "fast"), [
+    ([], True), (["-Q", "-j4", "host"], True), (["-j", "2", "-k", "-s"], True), (["-C", "/x", "VERBOSE=1"], True),
+    (["--jobs=3", "cuda"], True), (["MODEL=package"], True),
+    (["-n"], False), (["-q"], False), (["-c"], False), (["--debug=explain"], False), (["-j"], False),
+    (["-jx"], False), (["package"], False), (["verify", "-Q"], False), (["--cache-disable"], False),
+])
+def test_which_command_lines_may_take_the_fast_path(args: list[str], fast: bool) -> None:
+    assert null_build.eligible(args) is fast
+
+
+def test_difference_names_what_changed(tmp_path: Path) -> None:
+    source, listed = tmp_path / "a.c", tmp_path / "dir"
+    source.write_text("int a;\n")
+    listed.mkdir()
+    (listed / "x.h").write_text("")
+    paths = {str(source): null_build.signature(str(source), False), str(listed): null_build.signature(str(listed), True),
+             str(tmp_path / "absent.h"): None}
+    record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(listed)}, [], (),
+                               [(1, "NOTE\n")], ["host"], 3)
+    record.dump(str(tmp_path / "record"))
+    loaded = null_build.Record.load(str(tmp_path / "record"))
+    assert loaded == record
+    same = ("-Q",), "/co", {"PATH": "/bin", "_": "/usr/bin/scons"}, RUNNING
+    assert null_build.difference(loaded, *same) is None
+    assert null_build.difference(loaded, ["-Q", "VERBOSE=1"], "/co", {"PATH": "/bin"}, RUNNING) == "the command line"
+    assert null_build.difference(loaded, ["-Q"], "/co", {"PATH": "/sbin"}, RUNNING) == "the environment (PATH)"
+    assert null_build.difference(loaded, *same[:3], "another SCons") == "the Python or SCons running the build"
+    (tmp_path / "absent.h").write_text("")  # a header appearing where the build looked for one
+    assert null_build.difference(loaded, *same) == f"{tmp_path / 'absent.h'} changed"
+    (tmp_path / "absent.h").unlink()
+    (listed / "y.h").write_text("")  # a directory the build listed gains a file
+    assert null_build.difference(loaded, *same) == f"{listed} changed"
+    (listed / "y.h").unlink()
+    os.utime(source)  # a touch: same bytes, but the full path must decide
+    assert null_build.difference(loaded, *same) == f"{source} changed"
+
+
+def test_a_damaged_record_takes_the_full_path(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    for data in (b"", b"\x00garbage", b"\xe3" * 3):
+        record.write_bytes(data)
+        assert null_build.Record.load(str(record)) is None
+
+
+@pytest.mark.skipif(not shutil.which("glslc"), reason="builds the Vulkan DSO (glslc)")
+def test_a_stale_home_dso_is_reported_when_it_appears_and_a_backend_can_be_current(tmp_path: Path) -> None:
+    co = Checkout(clone(tmp_path / "co"))
+    co.run(check=True)
+    assert co.run("-q").returncode == 0, "scons -q never finds a backend current (a check that always runs)"
+    stale = tmp_path / "co" / "home" / "ggml-vulkan.so"
+    stale.write_bytes(b"left by an old vulkan.sh")
+    assert co.run("-q").returncode == 1, "a stale $HOME/ggml-vulkan.so appearing is not a change"
+    warned = co.run(check=True)
+    assert warned.stderr.splitlines() == [
+        f"WARN: {stale} differs from the ggml-vulkan.so just built and may be loaded instead of it; "
+        "delete it or copy the new one over it"]
+    assert summary.parse(warned.stdout)["compiled"] == 0  # only the check ran, not the DSO's build
+    assert co.run("-q").returncode == 0
+    stale.unlink()
+    assert co.run(check=True).stderr == ""
