@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import summary
+from opencoti_build import summary, versioning
 
 PROJECT = Path(__file__).resolve().parents[1]
 MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"
+MINI_VERSION = versioning.llamafile_version(MINI_TREE)
+# The CUDA 13 toolkit the CUDA tests compile with (they skip without it).
+NVCC13_ROOT = Path(os.environ.get("OPENCOTI_TEST_CUDA13", "/usr/local/cuda-13.0"))
 
 
 def scons_command(*args: str, build: Path, home: Path | None = None, project: Path = PROJECT,
@@ -64,3 +67,28 @@ def built_mini(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build = tmp_path_factory.mktemp("built-mini")
     scons(f"SRC={MINI_TREE}", build=build)
     return build
+
+
+@pytest.fixture(scope="session")
+def nvcc13() -> Path:
+    """nvcc of the CUDA 13 toolkit at NVCC13_ROOT (env OPENCOTI_TEST_CUDA13); the test is skipped without it."""
+    nvcc = NVCC13_ROOT / "bin" / "nvcc"
+    if not nvcc.exists():
+        pytest.skip(f"needs nvcc 13 at {nvcc} (or set OPENCOTI_TEST_CUDA13)")
+    return nvcc
+
+
+def dso_paths(backend: str, build: Path) -> tuple[Path, Path]:
+    """(the DSO under BACKEND_DIST_DIR, its mirror under HOME) of a scons run with outputs under ``build``."""
+    name = f"ggml-{backend}.so"
+    return (build / "vendors-dist" / "llamafile" / backend / MINI_VERSION / name,
+            build / "home" / ".llamafile" / "v" / MINI_VERSION / name)
+
+
+def copy_checkout(dest: Path) -> Path:
+    """What a second clone holds for a build: the build description and the fixture."""
+    for name in ("SConstruct", "build.SConscript"):
+        shutil.copy2(PROJECT / name, dest / name)
+    for name in ("site_scons", "host", "backends", "package", "native", "vendors"):
+        shutil.copytree(PROJECT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "dist"))
+    return dest

@@ -14,6 +14,13 @@ class UserError(ValueError):
     """Bad input or an environment the build cannot use. The message is one line."""
 
 
+class Absent(Exception):
+    """Something optional this machine or tree lacks (a GPU toolchain, a backend's sources): no error.
+
+    The message is the one-line reason; the caller skips what needed it with one WARN line.
+    """
+
+
 def fail(message: str | BaseException) -> NoReturn:
     """Print ``scons: error: <message>`` on stderr and exit 2 (usable from any SConscript)."""
     sys.stderr.write(f"scons: error: {message}\n")

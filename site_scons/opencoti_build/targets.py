@@ -4,10 +4,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from opencoti_build import backends
 from opencoti_build.errors import UserError
 
 # Every target name the build defines (its aliases); anything else must be a path.
-NAMES: tuple[str, ...] = ("host", "compiledb", "compile", "apply", "reset", "cuda", "rocm", "vulkan", "backends", "package",
+NAMES: tuple[str, ...] = ("host", "compiledb", "compile", "apply", "reset", *backends.NAMES, "backends", "package",
                           "verify", "native", "native-cuda")
 
 

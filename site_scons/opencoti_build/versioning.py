@@ -1,7 +1,8 @@
-"""Version and tag parsing: llamafile/version.h and vendors/llamafile/OPENCOTI_TAG."""
+"""Version and tag parsing (llamafile/version.h, vendors/llamafile/OPENCOTI_TAG), and an artifact's identity."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from opencoti_build.errors import UserError
@@ -63,3 +64,17 @@ def next_tag(tag: str) -> str:
     if match is None:
         return f"{tag}.1"
     return f"{match.group(1)}{int(match.group(2)) + 1}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the artifact is: version, tag, architecture, and the checkout it was built from."""
+
+    llamafile_version: str
+    tag: str
+    arch: str
+    git_commit: str
+
+    @property
+    def version_string(self) -> str:
+        return version_string(self.llamafile_version, self.tag)
