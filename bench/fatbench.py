@@ -95,6 +95,9 @@ def cold(builds: list[Builder]) -> dict[str, dict]:
     return {b.name: asdict(b.build()) for b in builds}
 
 
+EMPTY_SCONS = "scons -Q, empty SConstruct"
+
+
 def null(builds: list[Builder], runs: int) -> dict:
     """Null builds, both builders per run (order alternating); ratios scons/make taken per run."""
     walls: dict[str, list[float]] = {b.name: [] for b in builds}
@@ -111,19 +114,24 @@ def null(builds: list[Builder], runs: int) -> dict:
             "ratio_median": median(ratios), "needless_compiles": compiles}
 
 
-def floor(work: Path, runs: int) -> dict:
-    """What any SCons null build pays before reading a SConscript: the interpreter, then SCons with an empty SConstruct."""
+def floor(work: Path, runs: int, scons: SconsBuild) -> dict:
+    """What any SCons null build pays before reading a SConscript (the interpreter, then SCons with an empty
+    SConstruct), each run interleaved with this build's null build; ``ratios``: null build / empty scons -Q."""
     empty = work / "empty-sconstruct"
     empty.mkdir(parents=True, exist_ok=True)
     (empty / "SConstruct").write_text("")
     commands = {"python3 -c pass": [sys.executable, "-c", "pass"],
                 "python3 -c 'import SCons.Script'": [sys.executable, "-c", "import SCons.Script"],
-                "scons -Q, empty SConstruct": [sys.executable, "-m", "SCons", "-C", str(empty), "-Q"]}
+                EMPTY_SCONS: [sys.executable, "-m", "SCons", "-C", str(empty), "-Q"]}
     walls: dict[str, list[float]] = {k: [] for k in commands}
+    null_walls, ratios = [], []
     for _ in range(runs):
         for name, argv in commands.items():
             walls[name].append(run(argv).wall)
-    return {"walls": walls, "medians": {k: median(v) for k, v in walls.items()}}
+        null_walls.append(scons.build().wall)
+        ratios.append(null_walls[-1] / walls[EMPTY_SCONS][-1])
+    return {"walls": walls, "medians": {k: median(v) for k, v in walls.items()}, "null_walls": null_walls,
+            "ratios": ratios, "ratio_median": median(ratios)}
 
 
 def header_edit(tree: fattree.FatTree, builds: list[Builder], runs: int, header: str = fattree.EDIT_HEADER) -> dict:

@@ -3,7 +3,7 @@ llama.cpp tree, and packaging a large GGUF.
 
     python3 bench/run.py            # medians of 5 everywhere (hours on 2 cores: 20 cold builds of the real tree)
     python3 bench/run.py --quick    # 3 runs, 1 cold build and 1 ggml.h edit of the real tree, growth to 840 TUs,
-                                    # a 2 GiB model only
+                                    # a 1 MiB and a 2 GiB model only
     python3 bench/run.py --parts realtree --heavy-runs 1   # one part; the others' last results are kept
 
 Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables, then bench/tuning.md appended;
@@ -24,7 +24,7 @@ sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
 
 from bench import fatbench, packbench, realbench, report  # noqa: E402
 from bench.measure import machine, median  # noqa: E402
-from opencoti_build.llamacpp_sdist import sdist_llamacpp  # noqa: E402
+from bench.llamacpp_sdist import sdist_llamacpp  # noqa: E402
 
 GIB = 1 << 30
 PARTS = ("fat", "realtree", "package")
@@ -48,7 +48,7 @@ def fat_part(project: Path, work: Path, tus: int, runs: int, warm_runs: int, rec
             raise SystemExit(f"bench: the cold {name} build of the generated tree failed (rc {outcome['returncode']})")
     _log("null builds")
     null = fatbench.null(builds, runs)
-    floor = fatbench.floor(work, runs)
+    floor = fatbench.floor(work, runs, builds[0])
     _log("header edits")
     edit = fatbench.header_edit(tree, builds, runs)
     _log("warm-cache rebuilds")
@@ -95,13 +95,14 @@ def _keep_rows(previous: Path, real: dict, rows: tuple[str, ...], commit: str) -
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="3 runs, 1 heavy run, growth to 840 TUs, the 2 GiB model only")
+                        help="3 runs, 1 heavy run, growth to 840 TUs, the 1 MiB and 2 GiB models only")
     parser.add_argument("--tus", type=int, default=420, help="TUs of the main fat tree (default 420)")
     parser.add_argument("--growth", type=int, nargs="*", help="larger trees for the null-build growth (default 2000)")
     parser.add_argument("--runs", type=int, help="repetitions for medians (default 5; --quick 3)")
     parser.add_argument("--heavy-runs", type=int,
                         help="repetitions of the real tree's cold builds and ggml.h edits (default --runs; --quick 1)")
-    parser.add_argument("--model-gib", type=float, nargs="*", help="model sizes in GiB (default 2 4.5; --quick 2)")
+    parser.add_argument("--model-gib", type=float, nargs="*",
+                        help="model sizes in GiB (default 0.001 2 4.5; --quick 0.001 2): the smallest is the RSS baseline")
     parser.add_argument("--realtree-rows", default=",".join(realbench.ROWS),
                         help="which real-tree measurements to take (the others are kept from the last results; "
                              f"default all: {','.join(realbench.ROWS)})")
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or (3 if args.quick else 5)
     heavy_runs = args.heavy_runs or (1 if args.quick else runs)
     growth = args.growth if args.growth is not None else ([840] if args.quick else [2000])
-    models = args.model_gib if args.model_gib is not None else ([2.0] if args.quick else [2.0, 4.5])
+    models = args.model_gib if args.model_gib is not None else ([0.001, 2.0] if args.quick else [0.001, 2.0, 4.5])
     parts = set(args.parts.split(","))
     if parts - set(PARTS):
         parser.error(f"unknown part {sorted(parts - set(PARTS))[0]}; the parts are {', '.join(PARTS)}")
