@@ -11,6 +11,7 @@ merely always off). Every ``CLEAN_EVERY`` rounds and at the end, the outputs equ
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -147,6 +148,18 @@ def shadow_header(co: Checkout) -> str:
     return "added a common.h that shadows llama.cpp/common/common.h"
 
 
+def search_path_shadow(co: Checkout) -> str:
+    """A llama.h in llama.cpp/common/, which main.cpp searches before llama.cpp/include/ and no SConscript lists:
+    only a full scan finds it (SCons' implicit cache, when a run may use it, must not)."""
+    shadow = co.tree / "llama.cpp" / "common" / "llama.h"
+    if shadow.exists():
+        shadow.unlink()
+        return "removed llama.cpp/common/llama.h"
+    text = (co.tree / "llama.cpp" / "include" / "llama.h").read_text(encoding="utf-8")
+    shadow.write_text(text + f"\n#define OPENCOTI_SHADOW_{co.next()} 1\n", encoding="utf-8")
+    return "added a llama.h that shadows llama.cpp/include/llama.h"
+
+
 def globbed_file(co: Checkout) -> str:
     """A file added to or removed from llamafile/highlight/, which the build globs (*.cpp)."""
     if co.added and co.rng.random() < 0.5:
@@ -235,7 +248,8 @@ def stale_home_dso(co: Checkout) -> str:
 
 
 MUTATIONS: list[Callable[[Checkout], str]] = [
-    edit_source, edit_header, edit_device_code, touch, delete_and_restore, shadow_header, globbed_file,
+    edit_source, edit_header, edit_device_code, touch, delete_and_restore, shadow_header, search_path_shadow,
+    globbed_file,
     edit_build_code, variable, environment, compiler, delete_output, commit, series_or_tag, stale_home_dso,
 ]
 
@@ -253,13 +267,25 @@ def outputs(co: Checkout, out: str) -> dict[str, bytes]:
     return found
 
 
+def compile_commands(co: Checkout, out: str) -> dict[tuple[str, str], list[str]]:
+    """The build's compile_commands.json, by (file, output), with its output directory's name made ``clean``."""
+    text = (co.root / f"{out}-compile_commands.json").read_text(encoding="utf-8")
+    entries = json.loads(text.replace(str(co.root / out), str(co.root / "clean")))
+    return {(e["file"], e["output"]): e["arguments"] for e in entries}
+
+
 def assert_equals_clean_build(co: Checkout, label: str) -> None:
-    for scratch in ("clean", "clean-vendors", "clean-dist"):
+    for scratch in ("clean", "clean-vendors", "clean-dist", "clean-compile_commands.json"):
         shutil.rmtree(co.root / scratch, ignore_errors=True)
+        (co.root / scratch).unlink(missing_ok=True)
     co.run(out="clean", check=True)  # the same cache: unchanged steps come from it
     built, clean = outputs(co, "out"), outputs(co, "clean")
     differing = [name for name in built if built[name] != clean[name]]
     assert not differing, f"{label}: the incremental build's {differing} differ from a clean build's"
+    # the incremental database keeps entries of files this build no longer compiles (compdb.merged)
+    kept, fresh = compile_commands(co, "out"), compile_commands(co, "clean")
+    stale = sorted(key[0] for key, arguments in fresh.items() if kept.get(key) != arguments)
+    assert not stale, f"{label}: compile_commands.json's entries for {stale} differ from a clean build's"
 
 
 @pytest.mark.skipif(not shutil.which("glslc"), reason="the rounds build the Vulkan DSO too (glslc)")
@@ -354,6 +380,69 @@ def test_difference_names_what_changed(tmp_path: Path) -> None:
     (listed / "y.h").unlink()
     os.utime(source)  # a touch: same bytes, but the full path must decide
     assert null_build.difference(loaded, *same) == f"{source} changed"
+
+
+def test_carry_over_only_when_the_reading_is_the_same(tmp_path: Path) -> None:
+    read, looked_for, header, searched, listed = (tmp_path / n for n in ("version.h", "a.c", "x.h", "inc", "pkg"))
+    for path in (read, looked_for, header):
+        path.write_text("1\n")
+    searched.mkdir()
+    listed.mkdir()
+    sign = lambda p: null_build.signature(str(p), p.is_dir())  # noqa: E731
+    paths = {str(p): sign(p) for p in (read, looked_for, header, searched, listed)}
+    paths[str(searched / "x.h")] = None  # a header search looked here first
+    record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(searched), str(listed)}, [], (),
+                               [], ["host"], 3, reading={str(read), str(listed)}, reading_found={str(looked_for)},
+                               memo={"key": "value"})
+    record.dump(str(tmp_path / "record"))
+    record = null_build.Record.load(str(tmp_path / "record"))
+    same = ("-Q",), "/co", {"PATH": "/bin"}, RUNNING
+    carry = null_build.carry_over(record, *same)
+    assert carry and carry.memo == {"key": "value"} and carry.implicit_cache
+    assert null_build.carry_over(record, ["-Q", "VERBOSE=1"], "/co", {"PATH": "/bin"}, RUNNING) is None
+    assert null_build.carry_over(record, ["-Q"], "/co", {"PATH": "/sbin"}, RUNNING) is None
+
+    header.write_text("2\n")  # an edited header, an edited source the SConscripts only looked for
+    looked_for.write_text("int a;\n")
+    carry = null_build.carry_over(record, *same)
+    assert carry and carry.implicit_cache and carry.now[str(header)] == sign(header)
+    (searched / "x.h").write_text("")  # a header appears earlier in a search path: scan again
+    carry = null_build.carry_over(record, *same)
+    assert carry and not carry.implicit_cache
+    (searched / "x.h").unlink()
+    (searched / "y.h").write_text("")  # a searched directory gains a file
+    assert not null_build.carry_over(record, *same).implicit_cache
+    (searched / "y.h").unlink()
+
+    for change, undo in (
+        (lambda: (listed / "new.c").write_text(""), lambda: (listed / "new.c").unlink()),  # a globbed directory
+        (lambda: looked_for.unlink(), lambda: looked_for.write_text("")),  # a listed source gone
+        (lambda: read.write_text("2\n"), lambda: None),  # a file the SConscripts read (last: not undone)
+    ):
+        change()
+        assert null_build.carry_over(record, *same) is None
+        undo()
+        assert read.read_text() != "1\n" or null_build.carry_over(record, *same) is not None
+
+
+@pytest.mark.skipif(not shutil.which("glslc"), reason="builds the Vulkan DSO (glslc)")
+def test_a_header_appearing_earlier_in_a_search_path_is_found_by_an_edit_build(tmp_path: Path) -> None:
+    """An edit build reuses the last run's reading and, while no searched directory changed, SCons' scanned
+    includes: a llama.h appearing in a directory main.cpp searches first must still reach main.cpp."""
+    co = Checkout(clone(tmp_path / "co"))
+    co.run(check=True)
+    header = co.tree / "llama.cpp" / "ggml" / "src" / "ggml-cpu" / "simd-mappings.h"  # not one main.cpp includes
+    _append(header, "\n#define OPENCOTI_EDIT 1\n")  # an edit build: the reading is the last run's
+    edited = co.run(check=True)
+    assert summary.parse(edited.stdout)["compiled"] > 0
+    shadow = co.tree / "llama.cpp" / "common" / "llama.h"
+    shadow.write_text((co.tree / "llama.cpp" / "include" / "llama.h").read_text(encoding="utf-8")
+                      + "\n#define OPENCOTI_SHADOW 1\n", encoding="utf-8")
+    _append(header, "\n#define OPENCOTI_EDIT 2\n")
+    build = co.run(check=True)
+    assert any("llamafile/main.cpp" in line for line in summary.unprefixed(build.stdout)), \
+        "main.cpp was not recompiled after a llama.h appeared earlier in its search path"
+    assert co.run("-q").returncode == 0, "not current after the build (a full scan finds more)"
 
 
 def test_a_damaged_record_takes_the_full_path(tmp_path: Path) -> None:

@@ -11,6 +11,12 @@ first: when nothing differs it prints what the recorded run printed while readin
 date" lines and the summary, and exits. Any difference, and any run this cannot vouch for, takes the
 full path, which decides exactly as before.
 
+When only the build phase's files changed (an edit of a source or header: nothing the SConscripts read
+or listed, no code, no variable), the full run's reading is the recorded one's, so it may reuse what that
+reading computed (:func:`remembered`: the compile database's digest) and, while no file a header search
+looked at appeared or vanished, the includes SCons scanned (its implicit cache): :func:`carry_over`.
+Such a run keeps every recorded path in its own record, since it skips the work that observed them.
+
 Never recorded, so never fast: runs with options other than -Q, -s, -k, -j N; runs asking for
 ``package`` or ``verify``; runs whose graph holds a step that always runs; failed or interrupted runs; and a run during which
 a file it read outside the output directories changed (its stat at the end differs from the first
@@ -32,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 RECORD_NAME = ".null-build"
-FORMAT = 1
+FORMAT = 2
 # Options that change neither what is built nor what is printed about it.
 _FREE_OPTIONS = {"-Q", "-s", "--silent", "--quiet", "-k", "--keep-going"}
 _WITH_VALUE = {"-j": str.isdigit, "--jobs": str.isdigit, "-C": bool, "--directory": bool}
@@ -123,11 +129,14 @@ class Record:
     replay: list[tuple[int, str]]  # (1 stdout | 2 stderr, text), in the order written
     top_targets: list[str]
     steps: int
+    reading: set[str] = field(default_factory=set)  # what the SConscripts read, listed or ran, and the code
+    reading_found: set[str] = field(default_factory=set)  # what they only stat'ed: its existence counts
+    memo: dict[str, str] = field(default_factory=dict)  # what reading computed (see :func:`carry_over`)
 
     def dump(self, path: str) -> None:
         data = marshal.dumps((FORMAT, self.args, self.cwd, self.environ, self.interpreter, self.paths,
                               sorted(self.listed), self.present, self.hidden, self.replay, self.top_targets,
-                              self.steps))
+                              self.steps, sorted(self.reading), sorted(self.reading_found), self.memo))
         staged = f"{path}.{os.getpid()}.tmp"
         with open(staged, "wb") as out:
             out.write(data)
@@ -140,10 +149,12 @@ class Record:
                 fields = marshal.loads(handle.read())
         except (OSError, EOFError, ValueError, TypeError):
             return None
-        if not isinstance(fields, tuple) or len(fields) != 12 or fields[0] != FORMAT:
+        if not isinstance(fields, tuple) or len(fields) != 15 or fields[0] != FORMAT:
             return None
-        _, args, cwd, environ, interpreter, paths, listed, present, hidden, replay, tops, steps = fields
-        return cls(args, cwd, environ, interpreter, paths, set(listed), present, hidden, replay, tops, steps)
+        (_, args, cwd, environ, interpreter, paths, listed, present, hidden, replay, tops, steps, reading,
+         reading_found, memo) = fields
+        return cls(args, cwd, environ, interpreter, paths, set(listed), present, hidden, replay, tops, steps,
+                   set(reading), set(reading_found), memo)
 
 
 def interpreter(scons_version: str) -> str:
@@ -172,6 +183,69 @@ def difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[s
         if signature(path, path in listed, hidden) != sig:
             return f"{path} changed"
     return None
+
+
+def _kind(sig: Signature) -> Signature:
+    """Whether a path is there, and as what (a file of some type, a directory)."""
+    return None if sig is None else sig[:1]
+
+
+def _found(sig: Signature) -> Signature:
+    """What a header search sees of a path: its kind, and a listed directory's entries."""
+    return sig if sig is None or sig[0] == "d" else sig[:1]
+
+
+@dataclass(frozen=True)
+class CarryOver:
+    """What a run may take from the last record when the SConscripts' reading is the same as then.
+
+    ``now``: every recorded path's signature at the check; ``memo``: what that reading computed
+    (:func:`remembered`); ``implicit_cache``: no file the build phase looked at appeared, vanished or
+    changed kind and no directory it listed changed, so no header search can find another file than
+    before and SCons may reuse the includes it scanned (SCons' implicit cache; a changed file is still
+    rescanned, as SCons does for any out-of-date target)."""
+
+    now: dict[str, Signature]
+    memo: dict[str, str]
+    implicit_cache: bool
+
+
+def carry_over(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],
+               running: str) -> CarryOver | None:
+    """What this run may reuse from ``record`` (see CarryOver); None when anything the reading used differs:
+    the command line, working directory, environment, Python, SCons, the code, a file the SConscripts
+    opened or ran (or an executable they looked at: a probe's compiler), a directory they listed, or the
+    existence of a file they looked for. Sources and headers may have been edited, outputs rebuilt."""
+    if (record.args, record.cwd, record.interpreter) != (list(args), cwd, running):
+        return None
+    if record.environ != environment(environ):
+        return None
+    now: dict[str, Signature] = {}
+    same_search = True
+    for path, sig in record.paths.items():
+        current = now[path] = signature(path, path in record.listed, record.hidden)
+        if current != sig:
+            if path in record.reading:
+                return None
+            if path in record.reading_found and _kind(current) != _kind(sig):
+                return None
+            same_search = same_search and _found(current) == _found(sig)
+    return CarryOver(now, dict(record.memo), same_search)
+
+
+_memo_in: dict[str, str] = {}
+_memo_out: list[dict[str, str]] = []
+
+
+def remembered(key: str) -> str | None:
+    """A value this run's reading computed last time, when that reading is known to be the same (carry_over)."""
+    return _memo_in.get(key)
+
+
+def remember(key: str, value: str) -> None:
+    """Keep ``value``, computed while reading from what the record holds, for the next run's :func:`remembered`."""
+    for memo in _memo_out:
+        memo[key] = value
 
 
 def replay(record: Record, quiet: bool, silent: bool, seconds: float) -> None:
@@ -231,6 +305,12 @@ class Recorder:
     present: list[str] = field(default_factory=list)
     ok: bool = True
     reading_done: bool = False
+    used: set[str] = field(default_factory=set)  # opened, listed or run while reading
+    reading: set[str] = field(default_factory=set)
+    reading_found: set[str] = field(default_factory=set)
+    carried: set[str] = field(default_factory=set)  # build-phase paths taken over from the last record
+    kept_reading: set[str] = field(default_factory=set)  # the last record's reading, taken over
+    memo: dict[str, str] = field(default_factory=dict)
     build_ended: bool = False  # SCons wrote its sconsign: the build phase ran to its end
     _busy: threading.local = field(default_factory=threading.local)
 
@@ -243,14 +323,29 @@ class Recorder:
         self.outputs = tuple(outputs)
         for path in [p for p in self.first if _under(p, self.ignored)]:
             del self.first[path]
-        for path in self.listed:  # listed before the outputs were known: list again without them
-            self.first[path] = signature(path, True, self.hidden)
+        self._busy.on = True  # listing again is not the build's reading
+        try:
+            for path in self.listed:  # listed before the outputs were known: list again without them
+                self.first[path] = signature(path, True, self.hidden)
+        finally:
+            self._busy.on = False
+
+    def seed(self, record: Record, carry: CarryOver) -> None:
+        """Keep what ``record`` holds: this run skips work whose observations it would repeat (the scans
+        SCons' implicit cache saves, the expansions a memo saves), yet its record must vouch for as much."""
+        for path, sig in carry.now.items():
+            self.first.setdefault(path, sig)
+        self.listed |= record.listed
+        self.carried = set(carry.now) - record.reading - record.reading_found
+        self.kept_reading = record.reading & carry.now.keys()
+        _memo_in.update(carry.memo)
 
     @property
     def hidden(self) -> tuple[str, ...]:
         return self.ignored + self.outputs
 
-    def observe(self, path: Any, listed: bool = False) -> None:
+    def observe(self, path: Any, listed: bool = False, used: bool = False) -> None:
+        """Note ``path``'s signature when first seen; ``used``: opened or run (its content matters)."""
         if getattr(self._busy, "on", False):
             return
         try:
@@ -259,6 +354,8 @@ class Recorder:
             return  # an fd, or a path that is not one
         if _under(name, self.ignored) or name.startswith(_NOT_OBSERVED) or _PYCACHE in name:
             return  # bytecode caches follow their .py files, which are recorded
+        if (used or listed) and not self.reading_done:
+            self.used.add(name)
         if name in self.first and (not listed or name in self.listed):
             return
         self._busy.on = True
@@ -274,7 +371,7 @@ class Recorder:
     def audit(self, event: str, args: tuple) -> None:
         if event == "open":
             if args[0] is not None and not isinstance(args[0], int):
-                self.observe(args[0])
+                self.observe(args[0], used=True)
         elif event in ("os.listdir", "os.scandir"):
             self.observe(args[0] if args and args[0] is not None else ".", listed=True)
         elif event == "subprocess.Popen":
@@ -295,10 +392,10 @@ class Recorder:
         finally:
             self._busy.on = False
         if found:
-            self.observe(found)
+            self.observe(found, used=True)
         if os.path.basename(program) == "git":
             for path in _git_files(argv, os.fsdecode(cwd) if cwd else os.getcwd()):
-                self.observe(path)
+                self.observe(path, used=True)
 
     def finish(self, failed: bool, steps: int) -> None:
         """Write the record, or remove a stale one, once the run is over (``steps``: the summary's count).
@@ -313,10 +410,9 @@ class Recorder:
             pass
         if not (self.ok and self.build_ended and not failed):
             return
-        for module in list(sys.modules.values()):
-            source = getattr(module, "__file__", None)
-            if source:
-                self.observe(source)
+        code = {os.path.abspath(m.__file__) for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
+        for source in code:
+            self.observe(source)
         paths: dict[str, Signature] = {}
         for path, seen in self.first.items():
             now = signature(path, path in self.listed, self.hidden)
@@ -324,7 +420,8 @@ class Recorder:
                 return  # read, then changed while this run was going: it may have used the old one
             paths[path] = now
         Record(self.args, self.cwd, self.environ, self.interpreter, paths, self.listed, self.present, self.hidden,
-               self.read_phase, self.top_targets, steps).dump(self.record_path)
+               self.read_phase, self.top_targets, steps, (self.reading | code) & paths.keys(),
+               (self.reading_found - code) & paths.keys(), self.memo).dump(self.record_path)
 
 
 def record_file(build_dir: str) -> str:
@@ -336,6 +433,7 @@ def start(record_path: str, args: Sequence[str], running: str) -> Recorder:
     :meth:`Recorder.locate` as soon as it knows them, ends reading with :func:`reading_done`, and has the
     build's end call :meth:`Recorder.finish` (site_tools/null_build_record.py)."""
     recorder = Recorder(record_path, list(args), os.getcwd(), environment(os.environ), running, (record_path,), ())
+    _memo_out.append(recorder.memo)
     real_stat, real_lstat = os.stat, os.lstat
 
     def observed_stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
@@ -361,4 +459,10 @@ def reading_done(recorder: Recorder) -> None:
         stream = getattr(sys, name)
         if isinstance(stream, _Tee):
             setattr(sys, name, stream._stream)
+    for path in set(recorder.first) - recorder.carried:
+        sig = recorder.first[path]
+        if path in recorder.used or path in recorder.kept_reading or (sig is not None and sig[0] != "d" and sig[5] & 0o111):
+            recorder.reading.add(path)  # read, listed, run, or a program a probe may run: its content counts
+        else:
+            recorder.reading_found.add(path)  # only stat'ed (a listed source that must exist): whether it is there
     recorder.reading_done = True

@@ -5,9 +5,11 @@ registers its translation units from its emitter, as compilation_db does: a tool
 ``object_emitter(command_vars, transform)`` to its emitters (or calls ``env.CompileDbEntry(target,
 source, command_var, transform)`` from its emitter), and ``env.CompileDbObjectBuilders()`` makes an
 env's SCons StaticObject/SharedObject register their C and C++ compiles.
-After every part is read, ``env.CompileDbFinish()`` expands the entries and makes the database node
-depend on their content (a Value of their hash): a flag change changes the node's input, so it is
-rebuilt, and it is never taken from CacheDir (NoCache: its entries name this checkout's paths). Every
+After every part is read, ``env.CompileDbFinish()`` makes the database node depend on the entries'
+content (a Value of their hash): a flag change changes the node's input, so it is rebuilt. Expanding
+the entries costs about a third of a run that reads the SConscripts, so when the reading is the last
+run's (only sources or headers changed: opencoti_build.null_build.carry_over) the last digest is
+reused and the entries are expanded only if the file has to be written. It is and it is never taken from CacheDir (NoCache: its entries name this checkout's paths). Every
 build that compiles also builds it (as Meson and CMake's export do); ``COMPILEDB=`` empty turns it off.
 The rules for entries (one per file, clang arguments for GPU sources) are opencoti_build.compdb's.
 
@@ -26,12 +28,14 @@ import SCons.Builder
 import SCons.Subst
 from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
 
-from opencoti_build import buildvars, compdb, errors, tempfiles
+from opencoti_build import buildvars, compdb, errors, null_build, tempfiles
 from opencoti_build.sources import CXX_SUFFIXES
 
 # (env, target, source, command variable, transform of the argument list), in registration order
 _ENTRIES: list[tuple[object, object, object, str, Callable[[list[str]], list[str]] | None]] = []
-_STATE: dict[str, object] = {}
+_STATE: dict[str, list[dict]] = {}
+_MEMO_KEY = "compiledb digest"
+_NO_ENTRIES = hashlib.sha256(compdb.render([]).encode()).hexdigest()
 
 # Targets that compile nothing: the database is left as it is.
 NOT_COMPILING = frozenset(("apply", "reset", "verify", "compile"))  # compile: that file's objects, nothing else
@@ -101,9 +105,15 @@ def _entry(env, target, source, command_var, transform) -> dict:
     }
 
 
+def _expanded() -> list[dict]:
+    if "entries" not in _STATE:
+        _STATE["entries"] = compdb.one_per_file(_entry(*e) for e in _ENTRIES)
+    return _STATE["entries"]
+
+
 def _write_compiledb(target, source, env) -> int:
     path = target[0].get_abspath()  # str() is relative to the top dir: its dirname may be ""
-    text = compdb.render(compdb.merged(compdb.read(path), _STATE["entries"]))
+    text = compdb.render(compdb.merged(compdb.read(path), _expanded()))
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else None
     if old != text:  # leave clangd's file alone when nothing changed
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -126,9 +136,12 @@ def _finish(env) -> None:
         return
     if names and names <= NOT_COMPILING:
         return  # nothing compiles: no entries expanded, the file left as it is
-    entries = compdb.one_per_file(_entry(*e) for e in _ENTRIES)
-    _STATE["entries"] = entries
-    digest = hashlib.sha256(compdb.render(entries).encode()).hexdigest()
+    # The entries follow from the SConscripts' reading alone: when it is the last run's, so is their digest
+    # (opencoti_build.null_build.carry_over), and they are expanded only if the file must be written.
+    digest = null_build.remembered(_MEMO_KEY)
+    if digest is None:
+        digest = hashlib.sha256(compdb.render(_expanded()).encode()).hexdigest()
+    null_build.remember(_MEMO_KEY, digest)
     db = env.Command(env.File(env["COMPILEDB"]), env.Value(digest),
                      SCons.Action.Action(_write_compiledb, "COMPILEDB $TARGET"))
     env.NoCache(db)
@@ -137,7 +150,7 @@ def _finish(env) -> None:
     # `scons compiledb` also makes the generated sources its entries name (clangd opens them).
     generated = [e[2] for e in _ENTRIES if getattr(e[2], "has_builder", lambda: False)()]
     env.Alias("compiledb", db + generated)
-    if asked or not entries:
+    if asked or digest == _NO_ENTRIES:
         return
     if not names:
         Default(db)
