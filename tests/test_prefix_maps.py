@@ -15,9 +15,9 @@ def test_checkout_src_and_build_dir_map_general_to_specific() -> None:
     maps = path_maps("/w/co", "/w/co/vendors/sources/llamafile", "/w/co/build")
     assert maps == [
         ("/w/co", "."),
-        ("/w/co/build", "build"),
         ("vendors/sources/llamafile", "src"),  # SCons names a file inside the checkout relative to it
         ("/w/co/vendors/sources/llamafile", "src"),
+        ("/w/co/build", "build"),
     ]
     assert prefix_maps("/w/co", "/w/co/vendors/sources/llamafile", "/w/co/build") == gcc_flags(maps)
     assert gcc_flags(maps)[0] == "-ffile-prefix-map=/w/co=."
@@ -47,6 +47,13 @@ def test_two_checkouts_give_the_same_names() -> None:
         a = remap(f"/a/x/t/{rel}", path_maps("/a/x", "/a/x/t", "/a/x/t/o"))
         b = remap(f"/bbbbbb/yy/t/{rel}", path_maps("/bbbbbb/yy", "/bbbbbb/yy/t", "/bbbbbb/yy/t/o"))
         assert a == b
+
+
+def test_the_order_does_not_depend_on_the_paths_lengths() -> None:
+    # The flags are part of every cache key: a checkout at a longer path than SRC must order them as one at a shorter path.
+    short = [new for _, new in path_maps("/a", "/srv/tree", "/a/build")]
+    long = [new for _, new in path_maps("/a/much/longer/checkout/path", "/srv/tree", "/a/much/longer/checkout/path/build")]
+    assert short == long == [".", "src", "build"]
 
 
 def test_llamacpp_maps_only_when_it_is_not_srcs_own() -> None:

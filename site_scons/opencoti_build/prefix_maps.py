@@ -10,8 +10,9 @@ every compile and link gets ``-ffile-prefix-map=OLD=NEW`` for:
 - ``LLAMACPP`` (native lane) -> ``src/llama.cpp``: where ``SRC``'s own llama.cpp would be;
 - ``BUILD_DIR`` -> ``build``: generated sources and headers (the default BUILD_DIR is ``./build``).
 
-The maps are given general to specific (shortest OLD first): gcc applies the *last* matching option
-(clang the longest OLD), so a tree nested in another (the default ``SRC``, ``vendors/sources/llamafile``, inside the
+The maps are given general to specific (an OLD after every OLD that is a prefix of it, else in the
+order above, whatever the paths' lengths, so checkouts at other paths get the same flags and share cache
+entries): gcc applies the *last* matching option (clang the longest OLD), so a tree nested in another (the default ``SRC``, ``vendors/sources/llamafile``, inside the
 checkout; ``BUILD_DIR`` inside ``SRC``) takes its own name. A path reached through a symlink is mapped
 both as given and resolved (the compile directory is the resolved one); one inside the checkout also
 as SCons writes it on command lines, relative to the checkout, so ``SRC=tests/fixtures/llamafile-mini``
@@ -38,8 +39,8 @@ def path_maps(project: str, src: str | None, build_dir: str | None,
     none that a shorter one already maps the same way."""
     project = os.path.normpath(os.path.abspath(project))
     roles = [(project, PROJECT_NAME), (src, SRC_NAME), (llamacpp, LLAMACPP_NAME), (build_dir, BUILD_NAME)]
-    chosen: dict[str, str] = {}
-    for path, new in roles:  # later roles win a tie: BUILD_DIR == SRC maps to build
+    chosen: dict[str, tuple[str, int]] = {}
+    for role, (path, new) in enumerate(roles):  # later roles win a tie: BUILD_DIR == SRC maps to build
         if not path:
             continue
         given = os.path.normpath(os.path.join(project, path))
@@ -49,9 +50,18 @@ def path_maps(project: str, src: str | None, build_dir: str | None,
             olds.append(rel)  # SCons names a file inside the checkout relative to it
         for old in olds:
             if "=" not in old and old != "/" and old != new:
-                chosen[old] = new
+                chosen.pop(old, None)
+                chosen[old] = (new, role)
+
+    def nesting(item: tuple[str, tuple[str, int]]) -> tuple[int, int]:
+        # Each map after every map whose OLD is a prefix of its OLD (gcc: the last match wins); otherwise
+        # in role order, not by length: the flags, and so the cache keys, must not depend on how long the
+        # paths of this checkout are.
+        old, (_, role) = item
+        return sum(1 for other in chosen if other != old and old.startswith(other)), role
+
     kept: list[tuple[str, str]] = []
-    for old, new in sorted(chosen.items(), key=lambda item: len(item[0])):  # stable: ties keep role order
+    for old, (new, _) in sorted(chosen.items(), key=nesting):  # stable: ties keep insertion order
         if remap(old, kept) != new:  # else a shorter map already names it so (LLAMACPP = $SRC/llama.cpp)
             kept.append((old, new))
     return kept
