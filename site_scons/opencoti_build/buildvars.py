@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opencoti_build import patch_series, upstream_pin
+from opencoti_build import patch_series, remote_cache, upstream_pin
 from opencoti_build.errors import UserError, os_error_line
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -73,6 +73,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("DIST_DIR", "packaged artifacts go to $DIST_DIR/llamafile", "dist"),
     Variable("BACKEND_DIST_DIR", "backend DSOs go to $BACKEND_DIST_DIR/llamafile/<backend>/<ver>", "vendors/dist"),
     Variable("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
+    Variable("CACHE_URL", f"shared cache tier behind CACHE_DIR, {remote_cache.URL_FORM}; default "
+        "$OPENCOTI_CACHE_URL; empty: none (docs/scale.md)", _env_default("OPENCOTI_CACHE_URL", "")),
     Variable("COMPILEDB", "compile_commands.json for clangd: written by `scons compiledb`, kept current by every build "
         "that compiles; empty: none", "compile_commands.json"),
     Variable("COMPILEDB_ARCH", "which half of the fat compiles the database shows clangd", "x86_64",
@@ -239,7 +241,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
 
     Relative paths are from ``project``. Checked: the output directories (not empty, not a file or
     below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
-    SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), ARCH, SOURCE_DATE_EPOCH, ALIGN.
+    SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), ARCH, SOURCE_DATE_EPOCH, ALIGN,
+    CACHE_URL (a Redis URL).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
     for name, may_be_empty in OUTPUT_DIRS:
@@ -290,3 +293,5 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
         arch(str(env["ARCH"]))
     source_date_epoch(env["SOURCE_DATE_EPOCH"])
     align(env["ALIGN"])
+    if env.get("CACHE_URL"):
+        remote_cache.check_url(str(env["CACHE_URL"]))

@@ -91,6 +91,52 @@ def read_entry(entry: Path | str, dest: Path | str) -> None:
             raise
 
 
+def seal(data: bytes) -> bytes:
+    """``data`` as an entry's bytes (what write_entry stores), for a tier that is not a file (the remote one)."""
+    return data + _TRAILER.pack(MAGIC, len(data), hashlib.sha256(data).digest())
+
+
+def unseal(blob: bytes, name: str) -> bytes:
+    """The content an entry's bytes carry, checked against their trailer; CorruptEntry names ``name``."""
+    if len(blob) < _TRAILER.size:
+        raise CorruptEntry(f"{name} is shorter than its trailer")
+    magic, length, digest = _TRAILER.unpack_from(blob, len(blob) - _TRAILER.size)
+    if magic != MAGIC or length != len(blob) - _TRAILER.size:
+        raise CorruptEntry(f"{name} has no valid trailer (truncated or not written by this build)")
+    data = blob[:length]
+    if hashlib.sha256(data).digest() != digest:
+        raise CorruptEntry(f"{name}: content does not match its SHA-256")
+    return data
+
+
+def store_sealed(blob: bytes, entry: Path | str, mode: int) -> None:
+    """Write an entry's bytes (already checked) as the entry ``entry``, atomically (a remote hit filling the local tier)."""
+    entry = Path(entry)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    out, tmp = _atomic_writer(entry)
+    try:
+        with out:
+            out.write(blob)
+        os.chmod(tmp, mode & 0o777)
+        os.replace(tmp, entry)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def restore_bytes(data: bytes, dest: Path | str, mode: int) -> None:
+    """Write checked content to the target ``dest`` in place, as read_entry does (writable by its owner)."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(dest, "wb") as out:
+            out.write(data)
+        os.chmod(dest, (mode & 0o777) | 0o200)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+
+
 def content_signature(entry: Path | str, algorithm: str) -> str:
     """The ``algorithm`` hex digest of the bytes an entry holds (what the restored file will hash to)."""
     digest = hashlib.new(algorithm)

@@ -14,7 +14,8 @@ its answer is kept (SCons' own ``allowcache``) instead of being computed twice. 
 are only known once a generated source exists may still be found current at run time: then N is
 larger than the steps shown, never smaller.
 
-Construction variables read: none. Set: PRINT_CMD_LINE_FUNC. Method: StartSummary. A node whose ``attributes.not_a_step`` is true (the
+Construction variables read: none. Set: PRINT_CMD_LINE_FUNC. Method: StartSummary. Other tools add lines
+before the summary through REPORTS. A node whose ``attributes.not_a_step`` is true (the
 compile database) is not counted.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ import atexit
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import SCons.Node
 import SCons.Node.Alias
@@ -38,6 +40,8 @@ _PLANNED: list[int] = [0]
 _START = getattr(SCons.Script, "start_time", None) or time.time()  # SCons' own start: reading counts too
 _PRINT_LOCK = threading.Lock()
 _installed: list[bool] = []
+# Other tools' end-of-build lines (the cache tiers' counts), printed just before the summary, which stays last.
+REPORTS: list[Callable[[], list[str]]] = []
 
 
 def _counted(node) -> bool:
@@ -140,6 +144,9 @@ def plan(env) -> int:
 def _say_summary() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
+    for report in REPORTS:
+        for line in report():
+            print(line)
     print(summary.line(COUNTS, time.time() - _START), flush=True)
 
 

@@ -13,6 +13,11 @@
 - a cache directory the user cannot write is read and never written (one NOTE); one that cannot be
   created is a one-line error. No lock files: the config is written once, by rename.
 
+``env.VerifiedCacheDir(path, url)`` puts a Redis tier behind it (RemoteVerifiedCacheDir, over
+opencoti_build.remote_cache): same keys, same checks, a step's targets fetched together; a remote
+that fails is turned off for the run with one WARN. Each tier's hits, misses, corrupt entries and
+pushes go into one line printed before build_summary's.
+
 Construction variables read: BUILD_DIR, SRC, LLAMACPP (the roots neutralised in keys). Sets (through
 ``env.CacheDir``) CACHEDIR_CLASS. Method: VerifiedCacheDir.
 """
@@ -22,15 +27,19 @@ import json
 import os
 import sys
 import tempfile
+import threading
 
 import SCons.Action
 import SCons.CacheDir
 import SCons.Util
 
 import build_summary
-from opencoti_build import cache_entry, errors, tempfiles
+from opencoti_build import cache_entry, errors, remote_cache, tempfiles
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Per run, not per CacheDir object: SCons may make one per construction environment.
+LOCAL = remote_cache.TierCounts()
+REMOTE = remote_cache.TierCounts()
 
 
 def _say(line: str) -> None:
@@ -42,7 +51,6 @@ def _say(line: str) -> None:
 
 class VerifiedCacheDir(SCons.CacheDir.CacheDir):
     readonly_said = False
-    corrupt = 0
 
     def _readconfig(self, path: str) -> None:
         config = os.path.join(path, "config")
@@ -89,10 +97,22 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
         if not self.is_enabled():
             return False
         self.requests += 1
+        if not self._fetch(node):
+            return False
+        self.hits += 1
+        if SCons.Action.print_actions:
+            # one write: print()'s two interleave under -j; [n/N] as every step line has (build_summary)
+            sys.stdout.write(f"{build_summary.step_prefix(node)}Retrieved `{node}' from cache\n")
+        if SCons.CacheDir.cache_show:
+            node.build(presub=0, execute=0)
+        return True
+
+    def _fetch(self, node) -> bool:
+        """Bring ``node`` from the cache, verified; False: a miss (the step is built)."""
         peers = node.get_executor().get_all_targets()
         entries = [self.cachepath(t)[1] for t in peers]
         if not all(os.path.isfile(e) for e in entries):
-            return False  # a pair comes out whole or not at all
+            return self._miss(node, peers)  # a pair comes out whole or not at all
         _, cachefile = self.cachepath(node)
         if SCons.Action.execute_actions:
             try:
@@ -107,16 +127,16 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
                 os.utime(cachefile)  # recently used, for whoever prunes the cache by age
             except OSError:
                 pass
-        self.hits += 1
-        if SCons.Action.print_actions:
-            # one write: print()'s two interleave under -j; [n/N] as every step line has (build_summary)
-            sys.stdout.write(f"{build_summary.step_prefix(node)}Retrieved `{node}' from cache\n")
-        if SCons.CacheDir.cache_show:
-            node.build(presub=0, execute=0)
+        LOCAL.add("hits")
         return True
 
+    def _miss(self, node, peers: list) -> bool:
+        """What a step some of whose entries this tier lacks gets: nothing (a remote tier overrides it)."""
+        LOCAL.add("misses", len(peers))
+        return False
+
     def _drop(self, cachefile: str, why: str) -> None:
-        VerifiedCacheDir.corrupt += 1
+        LOCAL.add("corrupt")
         _say(f"WARN: cache: corrupt entry {why}")
         try:
             os.unlink(cachefile)
@@ -133,6 +153,7 @@ class VerifiedCacheDir(SCons.CacheDir.CacheDir):
             os.makedirs(cachedir, exist_ok=True)
             tempfiles.remove_stale(cachedir)  # what a push killed here earlier left
             cache_entry.write_entry(node.get_abspath(), cachefile)
+            LOCAL.add("pushed")
         except OSError as exc:
             _say(f"WARN: cache: {errors.os_error_line(exc, f'cannot push {node} to {cachefile}')}; the build goes on")
         return None
@@ -158,9 +179,93 @@ def _portable_signature(node) -> str:
     return SCons.Util.hash_collect(sigs)
 
 
-def VerifiedCache(env, path: str) -> None:
-    """Use ``path`` as the object cache of every environment cloned from ``env`` from now on."""
-    env.CacheDir(path, VerifiedCacheDir)
+class RemoteVerifiedCacheDir(VerifiedCacheDir):
+    """The local tier with a Redis tier behind it (opencoti_build.remote_cache): looked up after a local
+    miss, a hit filling the local tier; every built target pushed to both. ``remote`` is set by
+    VerifiedCache before SCons makes an instance (it passes only the path)."""
+
+    remote: remote_cache.Remote | None = None
+    _pending: dict[str, tuple[bytes, int]] = {}  # a step's other targets, verified with the first one
+    _pending_lock = threading.Lock()
+
+    def _fetch(self, node) -> bool:
+        _, cachefile = self.cachepath(node)
+        with self._pending_lock:
+            pending = self._pending.pop(cachefile, None)
+        if pending is None:
+            return super()._fetch(node)
+        data, mode = pending
+        try:
+            cache_entry.restore_bytes(data, node.get_abspath(), mode)
+        except OSError as exc:
+            _say(f"WARN: cache: cannot write {node}: {exc.strerror}; rebuilding it")
+            return False
+        REMOTE.add("hits")
+        return True
+
+    def _miss(self, node, peers: list) -> bool:
+        super()._miss(node, peers)
+        remote = self.remote
+        if remote is None or not SCons.Action.execute_actions:
+            return False
+        entries = [self.cachepath(t)[1] for t in peers]
+        keys = [os.path.basename(e) for e in entries]
+        values = remote.pull(keys)  # every target of the step in one round trip: a pair is one unit
+        if values is None:
+            return False
+        if not all(values):
+            REMOTE.add("misses", len(peers))
+            return False
+        found = []
+        for key, value in zip(keys, values):
+            try:
+                found.append(remote_cache.unpack(value, key))
+            except cache_entry.CorruptEntry as exc:
+                REMOTE.add("corrupt")
+                _say(f"WARN: cache: corrupt entry {exc} in {remote.url}; removed there, rebuilding {node}")
+                remote.drop(key, value)
+                return False
+        for entry, (blob, _, mode) in zip(entries, found):
+            if self.writable and not os.path.isfile(entry):
+                try:
+                    cache_entry.store_sealed(blob, entry, mode)
+                except OSError:
+                    pass  # the local tier is a copy here; the remote hit stands without it
+        with self._pending_lock:
+            self._pending.update((e, (data, mode)) for e, (_, data, mode) in zip(entries, found))
+        return self._fetch(node)
+
+    def push(self, node):
+        super().push(node)
+        remote = self.remote
+        if (remote is None or SCons.CacheDir.CacheDir.is_readonly(self) or not self.is_enabled() or node.nocache
+                or not SCons.Action.execute_actions):
+            return None
+        if remote.push_file(os.path.basename(self.cachepath(node)[1]), node.get_abspath()):
+            REMOTE.add("pushed")
+        return None
+
+
+def _report() -> list[str]:
+    """The lines build_summary prints before its own: the remote's skipped entries, then every tier's counts."""
+    remote = RemoteVerifiedCacheDir.remote
+    tiers = [("local", LOCAL)] + ([(remote.url, REMOTE)] if remote is not None else [])
+    if not any(counts.any() for _, counts in tiers):
+        return []
+    note = remote.skipped_note() if remote is not None else None
+    return ([note] if note else []) + [remote_cache.tiers_line(tiers)]
+
+
+def VerifiedCache(env, path: str, url: str = "") -> None:
+    """Use ``path`` (and the Redis at ``url``, when given) as the object cache of every environment cloned
+    from ``env`` from now on."""
+    if url:
+        RemoteVerifiedCacheDir.remote = remote_cache.Remote(url, _say)
+        env.CacheDir(path, RemoteVerifiedCacheDir)
+    else:
+        env.CacheDir(path, VerifiedCacheDir)
+    if _report not in build_summary.REPORTS:
+        build_summary.REPORTS.append(_report)
 
 
 def generate(env) -> None:
