@@ -33,6 +33,7 @@ def scons_command(*args: str, build: Path, home: Path | None = None, project: Pa
     argv += [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args)
     # The stand-in, explicitly: tests never download cosmocc (a test of provisioning overrides this).
     env = dict(os.environ, HOME=str(home or build / "home"), OPENCOTI_COSMOCC="stand-in")
+    env.pop("OPENCOTI_CACHE_URL", None)  # a developer's shared cache stays out of the tests (they pass their own)
     env.update(env_extra or {})
     Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
     return argv, env

@@ -1,8 +1,9 @@
 """The object cache's remote tier: verified entries in Redis (no SCons here; site_tools/verified_cache.py uses it).
 
-A value is a zstd frame (with zstd's own checksum) of the target's file mode (2 bytes) followed by
-the entry's bytes in opencoti_build.cache_entry's format (content + SHA-256 trailer), so the local
-tier's rules hold here too: every value is checked before it is used, and a damaged one is a miss.
+A value is a zstd frame of the target's file mode (2 bytes) followed by the entry's bytes in
+opencoti_build.cache_entry's format (content + SHA-256 trailer), then the frame's own SHA-256: the
+local tier's rules hold here too (every value is checked before it is used, a damaged one is a miss),
+and the outer digest also catches a flip in the bits a zstd decoder ignores.
 
 The remote is never a reason for a build to fail: every call is bounded by short socket timeouts
 with no retries, and the first error of any kind (refused, timed out, reset, a server that refuses
@@ -34,6 +35,7 @@ KEY_PREFIX = "opencoti:cache:v1:"
 URL_FORM = "redis://[:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS)"
 
 _MODE = struct.Struct("<H")
+_DIGEST = hashlib.sha256().digest_size
 # Delete a key only while it still holds the damaged value: a concurrent build may have pushed a good one since.
 _DROP_IF_SAME = "if redis.sha1hex(redis.call('GET', KEYS[1]) or '') == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
@@ -69,14 +71,17 @@ def shown(url: str) -> str:
 
 def pack(data: bytes, mode: int) -> bytes:
     """The Redis value for a target's content ``data`` and its file ``mode``."""
-    frame = _MODE.pack(mode & 0o777) + cache_entry.seal(data)
-    return zstandard.ZstdCompressor(level=3, write_checksum=True).compress(frame)
+    frame = zstandard.ZstdCompressor(level=3).compress(_MODE.pack(mode & 0o777) + cache_entry.seal(data))
+    return frame + hashlib.sha256(frame).digest()
 
 
 def unpack(value: bytes, name: str) -> tuple[bytes, bytes, int]:
     """(entry bytes for the local tier, content, mode) of a Redis value; CorruptEntry naming ``name``."""
+    compressed, digest = value[:-_DIGEST], value[-_DIGEST:]
+    if len(value) <= _DIGEST or hashlib.sha256(compressed).digest() != digest:
+        raise cache_entry.CorruptEntry(f"{name}: the value does not match its SHA-256 (damaged or truncated)")
     try:
-        frame = zstandard.ZstdDecompressor().decompress(value)
+        frame = zstandard.ZstdDecompressor().decompress(compressed)
     except zstandard.ZstdError as exc:
         raise cache_entry.CorruptEntry(f"{name}: not a whole zstd frame ({exc})") from None
     if len(frame) < _MODE.size:
