@@ -226,7 +226,7 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
                 remote.drop(key, value)
                 return False
         for entry, (blob, _, mode) in zip(entries, found):
-            if self.writable and not os.path.isfile(entry):
+            if not self.is_readonly() and not os.path.isfile(entry):
                 try:
                     cache_entry.store_sealed(blob, entry, mode)
                 except OSError:
