@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench import fatbench
+
 GIB = 1 << 30
 
 
@@ -159,6 +161,13 @@ def _realtree(real: dict) -> list[str]:
         rows.append(cells)
     lines += _table(["measurement", "runs", *(f"{n}: median (runs); compiles; restored from cache" for n in names),
                      "ratio (median)"], rows)
+    floor = real.get("null", {}).get("floor")
+    if floor:
+        lines += [f"The floor, measured in the same run: `{fatbench.EMPTY_SCONS}` "
+                  f"{_s(floor['medians'][fatbench.EMPTY_SCONS])} (median of {len(floor['ratios'])}); run by run, "
+                  f"{names[0]}'s null build against it: {', '.join(f'{r:.2f}' for r in floor['ratios'])}; median "
+                  f"**{floor['ratio_median']:.2f}×** (null builds {', '.join(f'{w:.3f}' for w in floor['null_walls'])} s; "
+                  "target ≤ 2×).", ""]
     peak = {n: max(r["max_rss_kib"] for r in real["null"]["runs"][n]) / 1024 for n in names}
     lines += ["Peak RSS of a null build: " + ", ".join(f"{n} {v:.0f} MiB" for n, v in peak.items()) +
               ". \"Restored\" counts SCons's `Retrieved … from cache` lines and ccache's direct + preprocessed hits.",
