@@ -284,8 +284,9 @@ def assert_equals_clean_build(co: Checkout, label: str) -> None:
     assert not differing, f"{label}: the incremental build's {differing} differ from a clean build's"
     # the incremental database keeps entries of files this build no longer compiles (compdb.merged)
     kept, fresh = compile_commands(co, "out"), compile_commands(co, "clean")
-    stale = sorted(key[0] for key, arguments in fresh.items() if kept.get(key) != arguments)
-    assert not stale, f"{label}: compile_commands.json's entries for {stale} differ from a clean build's"
+    stale = sorted((key, arguments) for key, arguments in fresh.items() if kept.get(key) != arguments)
+    assert not stale, (f"{label}: compile_commands.json's entries for {len(stale)} files differ from a clean "
+                       f"build's; the first, {stale[0][0]}: {kept.get(stale[0][0])} against {stale[0][1]}")
 
 
 @pytest.mark.skipif(not shutil.which("glslc"), reason="the rounds build the Vulkan DSO too (glslc)")
