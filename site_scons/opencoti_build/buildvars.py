@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opencoti_build import patch_series, remote_cache, upstream_pin
+from opencoti_build import launchers, patch_series, remote_cache, upstream_pin
 from opencoti_build.errors import UserError, os_error_line
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -75,6 +75,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
     Variable("CACHE_URL", f"shared cache tier behind CACHE_DIR, {remote_cache.URL_FORM}; default "
         "$OPENCOTI_CACHE_URL; empty: none (docs/scale.md)", _env_default("OPENCOTI_CACHE_URL", "")),
+    # A plain variable, not a choice: an unknown launcher gets the build's own one-line error (launchers.find).
+    Variable("CCWRAPPER", f"compiler launcher ({'|'.join(launchers.LAUNCHERS)}) run in front of every compiler, each "
+        "half of a fat compile included, as CMake's *_COMPILER_LAUNCHER (docs/scale.md); empty: none", ""),
     Variable("COMPILEDB", "compile_commands.json for clangd: written by `scons compiledb`, kept current by every build "
         "that compiles; empty: none", "compile_commands.json"),
     Variable("COMPILEDB_ARCH", "which half of the fat compiles the database shows clangd", "x86_64",
@@ -153,7 +156,23 @@ def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -
         **({"MODE": env["MODE"]} if env["MODE"] else {}),  # cosmocc picks its runtime libraries by MODE
         # Only the diagnostics' colours read these (docs/ide.md); no output depends on them.
         **{k: os_environ[k] for k in ("TERM", "NO_COLOR", "CLICOLOR_FORCE") if k in os_environ},
+        **launcher_environment(os_environ, env),
     }
+
+
+def launcher_argv(env: Mapping[str, Any], os_environ: Mapping[str, str]) -> list[str]:
+    """CCWRAPPER's command (its absolute path), or [] without one; UserError when it is unknown or missing."""
+    name = str(env.get("CCWRAPPER") or "")
+    return [launchers.find(name, os_environ.get("PATH", "/usr/bin:/bin"))] if name else []
+
+
+def launcher_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -> dict[str, str]:
+    """CCWRAPPER's variables for every command (opencoti_build.launchers), the stand-in driver's hand-off included."""
+    argv = launcher_argv(env, os_environ)
+    if not argv:
+        return {}
+    roots = [str(PROJECT), source_tree(env), str(env["BUILD_DIR"])]
+    return {**launchers.environment(str(env["CCWRAPPER"]), os_environ, roots), launchers.FAT_LAUNCHER_ENV: argv[0]}
 
 
 # --- validation: every variable checked before anything is created (SConstruct calls validate first) --
@@ -289,6 +308,7 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
         raise UserError(f"PATCH_SERIES={series} is a file, not a directory; point it at the folder of *.patch files")
     if "compile" in map(str, targets):
         compile_file(env, project)
+    launcher_argv(env, os.environ)
     if env["ARCH"]:
         arch(str(env["ARCH"]))
     source_date_epoch(env["SOURCE_DATE_EPOCH"])

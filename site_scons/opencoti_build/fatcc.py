@@ -18,6 +18,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from opencoti_build import diagnostics
+from opencoti_build.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.errors import os_error_line
 
 ARCHES = ("x86_64", "aarch64")
@@ -188,6 +189,9 @@ def _compile(driver: str, inv: Invocation) -> int:
     # Both compilers' output captured and merged: a shared diagnostic once, a one-sided one labelled.
     if diagnostics.colour_wanted(os.environ, sys.stderr.isatty()):
         commands = {arch: [argv[0], "-fdiagnostics-color=always", *argv[1:]] for arch, argv in commands.items()}
+    launcher = os.environ.get(FAT_LAUNCHER_ENV)  # CCWRAPPER: each half runs as `launcher gcc …` (launchers.py)
+    if launcher:
+        commands = {arch: [launcher, *argv] for arch, argv in commands.items()}
     status, outputs = _run_parallel(commands, capture=True)
     report = diagnostics.merge(outputs)
     failed = [arch for arch in ARCHES if status[arch] != 0]

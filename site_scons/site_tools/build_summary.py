@@ -14,8 +14,8 @@ its answer is kept (SCons' own ``allowcache``) instead of being computed twice. 
 are only known once a generated source exists may still be found current at run time: then N is
 larger than the steps shown, never smaller.
 
-Construction variables read: none. Set: PRINT_CMD_LINE_FUNC. Method: StartSummary. Other tools add lines
-before the summary through REPORTS. A node whose ``attributes.not_a_step`` is true (the
+Construction variables read: CCWRAPPER, CCWRAPPER_ARGV, ENV (for the launcher's line). Set: PRINT_CMD_LINE_FUNC.
+Method: StartSummary. Other tools add lines before the summary through REPORTS. A node whose ``attributes.not_a_step`` is true (the
 compile database) is not counted.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import SCons.Node.FS
 import SCons.Script
 import SCons.Script.Main
 
-from opencoti_build import summary
+from opencoti_build import launchers, summary
 
 COUNTS = summary.Counts()
 _STEPS: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
@@ -150,11 +150,28 @@ def _say_summary() -> None:
     print(summary.line(COUNTS, time.time() - _START), flush=True)
 
 
+def _launcher_stats(env) -> None:
+    """With CCWRAPPER=sccache or ccache, one line (a REPORTS line, of its own) of what the launcher did in this
+    build: its counters are read now and when the build ends (opencoti_build.launchers)."""
+    name, argv = env.get("CCWRAPPER"), env.get(launchers.ARGV_VARS["gcc"])
+    if not name or not argv:
+        return
+    program, environ = str(argv[0]), dict(env["ENV"])
+    before = launchers.counters(name, program, environ)
+
+    def report() -> list[str]:
+        line = launchers.stats_line(name, before, launchers.counters(name, program, environ))
+        return [line] if line else []
+
+    REPORTS.append(report)
+
+
 def start(env) -> None:
     """Plan N and print the summary when this process exits (call once the SConscripts are read)."""
     if not _installed:
         _installed.append(True)
         _PLANNED[0] = plan(env)
+        _launcher_stats(env)
         atexit.register(_say_summary)
 
 

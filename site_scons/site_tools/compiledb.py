@@ -28,7 +28,7 @@ import SCons.Builder
 import SCons.Subst
 from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
 
-from opencoti_build import buildvars, compdb, errors, null_build, tempfiles
+from opencoti_build import buildvars, compdb, errors, launchers, null_build, tempfiles
 from opencoti_build.sources import CXX_SUFFIXES
 
 # (env, target, source, command variable, transform of the argument list), in registration order
@@ -93,7 +93,9 @@ def _compile_alias(env, path: str) -> None:
 
 
 def _entry(env, target, source, command_var, transform) -> dict:
-    lines = env.subst_list("$" + command_var, SCons.Subst.SUBST_CMD, target=[target], source=[source])
+    # without CCWRAPPER's launcher: an IDE wants the compiler as argv[0]
+    bare = env.Override({var: [] for var in launchers.ARGV_VARS.values()})
+    lines = bare.subst_list("$" + command_var, SCons.Subst.SUBST_CMD, target=[target], source=[source])
     arguments = [str(a) for a in lines[0]]
     if transform is not None:
         arguments = transform(arguments)

@@ -11,7 +11,8 @@ Builders: FatObject, FatLibrary, FatProgram, ZipStore, Gperf; methods: SayToolch
 
 Construction variables read: FAT_TOOLCHAIN (else COSMOCC; set to the toolchain used), SRC, BUILD_DIR (the
 prefix maps), IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES, VERBOSE, COMPILEDB_ARCH, SOURCE_DATE_EPOCH,
-ZIPSTORE_TREE, ZIPSTORE_PATHS, ENV. Set where unset: FATCC, FATCXX, FATAR, FATARFLAGS, FATLINK, FATCCFLAGS,
+ZIPSTORE_TREE, ZIPSTORE_PATHS, ENV (its OPENCOTI_FAT_LAUNCHER: CCWRAPPER, which the stand-in
+driver runs each half behind; opencoti_build.launchers). Set where unset: FATCC, FATCXX, FATAR, FATARFLAGS, FATLINK, FATCCFLAGS,
 FATCXXFLAGS, FATCPPFLAGS, FAT_TARGET_ARCH, FATEXTRAFLAGS, FATLINKFLAGS, FATLIBS, FATPREFIXMAPS, FATCCCOMSTR,
 FATARCOMSTR, FATLINKCOMSTR, CPPDEFPREFIX, CPPDEFSUFFIX (and IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES
 empty). Set: FATCCCOM, FATCXXCOM, _FATINCFLAGS, _fat_dir_flags.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import SCons.Action
@@ -31,6 +33,7 @@ import SCons.Util
 
 from opencoti_build import build_lock, fatcc, zip_sources
 from opencoti_build.errors import UserError
+from opencoti_build.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
 from opencoti_build.prefix_maps import path_maps, prefix_maps, remap
 from opencoti_build.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
@@ -94,7 +97,9 @@ def _fat_compile_str(target, source, env):
     toolchain = env["FAT_TOOLCHAIN"]
     try:
         if toolchain.kind == "stand-in":
-            halves = fatcc.compile_commands(driver, argv[1:])
+            launcher = env["ENV"].get(FAT_LAUNCHER_ENV)  # CCWRAPPER: the driver runs each half behind it
+            halves = {arch: ([launcher] if launcher else []) + half
+                      for arch, half in fatcc.compile_commands(driver, argv[1:]).items()}
         else:  # cosmocc's own driver: its two compilers, as it calls them
             halves = {arch: fatcc.half_compile_command(driver, argv[1:], arch, toolchain.compiler(arch, cxx))
                       for arch in fatcc.ARCHES}
@@ -232,6 +237,9 @@ def _zip_store(target, source, env):
 def _print_toolchain_once(env) -> None:
     if not env.get("_FAT_TOOLCHAIN_SAID"):
         print(f"toolchain: {env['FAT_TOOLCHAIN'].describe()}")
+        if env["FAT_TOOLCHAIN"].kind != "stand-in" and env["ENV"].get(FAT_LAUNCHER_ENV):
+            print("WARN: CCWRAPPER does not reach cosmocc's fat compiles (its driver takes no launcher; "
+                  "docs/scale.md says how to wrap its compilers); the other compiles use it", file=sys.stderr)
         env["_FAT_TOOLCHAIN_SAID"] = True
 
 

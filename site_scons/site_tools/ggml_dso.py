@@ -31,7 +31,7 @@ API (after ``env.Tool('ggml_dso')``):
       when ``$HOME/ggml-<backend>.so`` exists and differs: llamafile's loader may pick it up instead).
 
 Construction variables read: ``SRC``, ``BUILD_DIR``, ``BACKEND_DIST_DIR``, ``LLAMAFILE_VERSION``, ``ENV``
-(``HOME``), ``DSOLINKCOMSTR``. Set on the link step only: ``DSOLINKCOM`` and the ``DSO_*`` variables it and
+(``HOME``), ``DSOLINKCOMSTR``, ``CCWRAPPER_ARGV`` (the launcher in front of the core's gcc/g++, unsigned). Set on the link step only: ``DSOLINKCOM`` and the ``DSO_*`` variables it and
 the verification read.
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ import SCons.Errors
 import SCons.Subst
 from SCons.Script import Action
 
-from opencoti_build import backends, dso_verification, sources
+from opencoti_build import backends, dso_verification, launchers, sources
 from opencoti_build.prefix_maps import prefix_maps
 
 CORE_FLAGS: tuple[str, ...] = ("-O2",)  # SharedObject adds -fPIC
@@ -108,6 +108,9 @@ def _ggml_core_objects(env: Any) -> list[Any]:
             CPPDEFINES=list(backends.DSO_DEFINES),
             CPPPATH=[os.path.join(env["SRC"], d) for d in sources.GGML_CORE_INCLUDES],
         )
+        core.SetDefault(**launchers.argv_vars("", []))
+        for com in ("SHCCCOM", "SHCXXCOM"):  # CCWRAPPER before gcc/g++, outside the signature
+            core[com] = launchers.prefixed(core[com])
         if hasattr(core, "CompileDbObjectBuilders"):  # the compiledb tool is loaded
             core.CompileDbObjectBuilders()
         objects = []

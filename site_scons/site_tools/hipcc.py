@@ -10,7 +10,8 @@ Nothing runs when the tool is loaded: hipcc is found and interrogated by
 the builder's emitter registers each object in the compile database when the compiledb tool is loaded.
 
 Construction variables read: ``HIPCCFLAGS``, ``HIP_OFFLOAD_ARCHS``, ``CPPDEFINES``, ``CPPPATH``, ``SRC`` and
-``BUILD_DIR`` (for the prefix maps), ``HIPCCCOMSTR``. Set by ``UseToolchain``: ``HIPCC``, ``ENV`` (with
+``BUILD_DIR`` (for the prefix maps), ``HIPCCCOMSTR``,
+``CCWRAPPER_HIPCC_ARGV`` (the launcher in front of hipcc, unsigned; default none). Set by ``UseToolchain``: ``HIPCC``, ``ENV`` (with
 ``HIP_PLATFORM=amd``, and ``ROCM_PATH`` when that selected hipcc), ``--offload-compress`` appended to
 ``HIPCCFLAGS`` where clang accepts it, ``BACKEND_TOOLCHAIN`` (for the manifest). Set by the tool:
 ``HIPCCCOM``, ``HIPCCPREFIXMAPS``, ``_HIP_ARCH_FLAGS``, the HIP defines appended to ``CPPDEFINES``, and
@@ -23,7 +24,7 @@ import SCons.Subst
 from SCons.Builder import Builder
 from SCons.Environment import Base as Environment
 
-from opencoti_build import compdb, toolchains
+from opencoti_build import compdb, launchers, toolchains
 from opencoti_build.prefix_maps import prefix_maps
 from opencoti_build.toolchains import rocm
 from site_tools.include_scanner import include_scanner
@@ -59,8 +60,10 @@ def generate(env: Environment) -> None:
         # checkout, SRC or BUILD_DIR path
         HIPCCPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in
                          prefix_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))],
-        HIPCCCOM="$HIPCC -x hip -c -o $TARGET $HIPCCFLAGS $HIPCCPREFIXMAPS $_HIP_ARCH_FLAGS "
-                 "$_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES",
+        # CCWRAPPER in front of hipcc, outside the signature (opencoti_build.launchers)
+        HIPCCCOM=launchers.prefixed("$HIPCC -x hip -c -o $TARGET $HIPCCFLAGS $HIPCCPREFIXMAPS $_HIP_ARCH_FLAGS "
+                                    "$_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES", "hipcc"),
+        **launchers.argv_vars("", []),
     )
     env.AppendUnique(CPPDEFINES=list(BASE_DEFINES))
     env["BUILDERS"]["HipObject"] = Builder(

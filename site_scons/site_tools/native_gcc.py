@@ -25,8 +25,9 @@ Methods:
 Loading the tool raises webui.WebUiError for a checkout with part of the web UI's assets.
 
 Construction variables read: NATIVE_LLAMACPP, NATIVE_OUT, SRC, BUILD_DIR (the prefix maps), VERBOSE,
-CPU_ONLY, FA_ALL_QUANTS, ENV. Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS, CPPFLAGS, CPPDEFINES,
+CPU_ONLY, FA_ALL_QUANTS, ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none). Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS, CPPFLAGS, CPPDEFINES,
 CPPPATH, IQUOTEPATH, ISYSTEMPATH, _IQUOTEFLAGS, _ISYSTEMFLAGS, LINKFLAGS, SHLINKFLAGS, ARFLAGS, RANLIBCOM,
+CCCOM, CXXCOM, SHCCCOM and SHCXXCOM behind the launcher,
 the ``*COMSTR`` lines of steplines.NATIVE, NATIVE_MACHINE, NATIVE_PATH_MAPS, NATIVE_DEFAULTS (the lane's
 package_flags.LaneDefaults), NATIVE_STAMPS (the version stamps), NATIVE_WEBUI (the UI compiled in).
 """
@@ -42,12 +43,13 @@ import SCons.Builder
 from SCons.Defaults import SharedObjectEmitter, StaticObjectEmitter
 from SCons.Script import Action
 
-from opencoti_build import cuda_sources, errors, native_lane, package_flags, prefix_maps, sources, steplines, templates, webui
+from opencoti_build import cuda_sources, errors, launchers, native_lane, package_flags, prefix_maps, sources, steplines, templates, webui
 from opencoti_build.toolchains import cuda as cuda_toolchain
 from site_tools.compiledb import object_emitter
 from site_tools.include_scanner import include_scanner
 
-TOOLS = ("gcc", "g++", "ar")  # what the lane runs (nvcc only for the CUDA half, probed then)
+TOOLS = ("gcc", "g++", "ar")
+COMPILE_COMMANDS = ("CCCOM", "CXXCOM", "SHCCCOM", "SHCXXCOM")  # what the lane runs (nvcc only for the CUDA half, probed then)
 
 
 def _tree_path(env: Any, rel: str) -> str:
@@ -178,6 +180,9 @@ def generate(env: Any) -> None:
         ARFLAGS=["rcsD"], RANLIBCOM="",  # deterministic archives, indexed by ar itself
     )
     env.Replace(**steplines.short_forms(steplines.NATIVE, env["VERBOSE"]))  # VERBOSE=1: the commands
+    env.SetDefault(**launchers.argv_vars("", []))
+    for com in COMPILE_COMMANDS:  # CCWRAPPER before gcc/g++, outside the signature (opencoti_build.launchers)
+        env[com] = launchers.prefixed(env[com])
     env["BUILDERS"]["NativeObject"] = _object_builder("CCCOM", "CXXCOM", ".o", StaticObjectEmitter)
     env["BUILDERS"]["NativeSharedObject"] = _object_builder("SHCCCOM", "SHCXXCOM", ".os", SharedObjectEmitter)
     env.AddMethod(native_generated, "NativeGenerated")

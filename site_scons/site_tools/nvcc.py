@@ -9,7 +9,8 @@ are found by the shared include scanner (site_tools/include_scanner.py) through 
 emitter registers each object with ``env.CompileDbEntry`` when the compiledb tool is loaded.
 
 Construction variables read: ``NVCCFLAGS``, ``CPPDEFINES``, ``CPPPATH`` (and their ``_CPPDEFFLAGS``/
-``_CPPINCFLAGS``), ``NVCC_PATH_MAPS`` (default: the checkout, ``SRC``, ``BUILD_DIR``), ``NVCCCOMSTR``.
+``_CPPINCFLAGS``), ``NVCC_PATH_MAPS`` (default: the checkout, ``SRC``, ``BUILD_DIR``), ``NVCCCOMSTR``,
+``CCWRAPPER_NVCC_ARGV`` (the launcher in front of nvcc, unsigned; default none).
 Set by ``UseToolchain``: ``NVCC``, ``CUDA_ARCH_LIST`` (names like ``sm_120f``), ``CUDA_GENCODE``,
 ``NVCC_REPRODUCIBLE``, ``BACKEND_TOOLCHAIN`` (the toolkit, for the manifest). Set by the tool:
 ``NVCCCOM``, ``NVCCPREFIXMAPS`` (nvcc's -ffile-prefix-map words, also for the DSO link), defaults for the
@@ -24,7 +25,7 @@ import SCons.Subst
 from SCons.Builder import Builder
 from SCons.Script import Action
 
-from opencoti_build import compdb, prefix_maps, toolchains
+from opencoti_build import compdb, launchers, prefix_maps, toolchains
 from opencoti_build.toolchains import cuda
 from site_tools.include_scanner import include_scanner
 
@@ -77,9 +78,11 @@ def generate(env: Any) -> None:
     env["_nvcc_prefix_maps"] = _nvcc_prefix_maps
     env["_nvcc_source_name"] = _nvcc_source_name
     env["NVCCPREFIXMAPS"] = "${_nvcc_prefix_maps(NVCC_PATH_MAPS)}"
-    env["NVCCCOM"] = ("$NVCC -c $NVCCFLAGS $NVCCPREFIXMAPS $NVCC_REPRODUCIBLE "
-                      "${_nvcc_source_name(SOURCES, NVCC_PATH_MAPS)} "
-                      "$CUDA_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS -o $TARGET $SOURCES")
+    env.SetDefault(**launchers.argv_vars("", []))
+    # CCWRAPPER in front of nvcc, outside the signature (opencoti_build.launchers)
+    env["NVCCCOM"] = launchers.prefixed("$NVCC -c $NVCCFLAGS $NVCCPREFIXMAPS $NVCC_REPRODUCIBLE "
+                                        "${_nvcc_source_name(SOURCES, NVCC_PATH_MAPS)} "
+                                        "$CUDA_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS -o $TARGET $SOURCES", "nvcc")
     env["BUILDERS"]["CudaObject"] = Builder(
         action=Action("$NVCCCOM", "$NVCCCOMSTR"), suffix=".o", src_suffix=".cu", emitter=_register,
         source_scanner=include_scanner("CudaIncludeScanner", CUDA_SUFFIXES, quote_vars=(), dir_vars=("CPPPATH",)),
