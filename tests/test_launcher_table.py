@@ -1,0 +1,95 @@
+"""opencoti_build.launchers without SCons: finding a launcher, its environment, its counters; the stand-in
+driver running each half of a fat compile behind it."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from opencoti_build import buildvars, fatcc, launchers
+from opencoti_build.errors import UserError
+
+
+def executable(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_find_names_the_variable_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"^CCWRAPPER=icecc is not a launcher the build knows; use one of "
+                                        r"ccache, distcc, sccache, or leave CCWRAPPER empty$"):
+        launchers.find("icecc", str(tmp_path))
+    with pytest.raises(UserError, match=r"^CCWRAPPER=distcc: no distcc on PATH; install it with `apt-get install "
+                                        r"distcc` \(scripts/install-deps\), or leave CCWRAPPER empty$"):
+        launchers.find("distcc", str(tmp_path))
+    found = executable(tmp_path / "ccache")
+    assert launchers.find("ccache", str(tmp_path)) == str(found)
+
+
+def test_the_launcher_is_outside_the_signature_and_added_once() -> None:
+    command = launchers.prefixed("$CC -c $SOURCES")
+    assert command == "$( $CCWRAPPER_ARGV $) $CC -c $SOURCES"
+    assert launchers.prefixed(command) == command
+    assert launchers.prefixed("$NVCC -c", "nvcc") == "$( $CCWRAPPER_NVCC_ARGV $) $NVCC -c"
+
+
+def test_distcc_takes_only_the_gcc_family() -> None:
+    assert launchers.argv_vars("distcc", ["/usr/bin/distcc"]) == {
+        "CCWRAPPER_ARGV": ["/usr/bin/distcc"], "CCWRAPPER_NVCC_ARGV": [], "CCWRAPPER_HIPCC_ARGV": []}
+    assert set(map(len, launchers.argv_vars("sccache", ["sccache"]).values())) == {1}
+    assert set(map(len, launchers.argv_vars("", []).values())) == {0}
+
+
+def test_environment_passes_the_launchers_own_variables_and_sets_base_dirs(tmp_path: Path) -> None:
+    project, src = tmp_path / "co", tmp_path / "tree"
+    project.mkdir()
+    src.mkdir()
+    caller = {"SCCACHE_DIR": "/c", "CCACHE_DIR": "/cc", "DISTCC_HOSTS": "h", "HOME": "/root", "SCCACHE_BASEDIRS": "/x"}
+    env = launchers.environment("sccache", caller, [str(project), str(src), str(tmp_path / "absent")])
+    # the caller's dirs first; one that does not exist left out (sccache's server refuses to start on it)
+    assert env == {"SCCACHE_DIR": "/c", "SCCACHE_BASEDIRS": os.pathsep.join(["/x", str(project), str(src)])}
+    env = launchers.environment("ccache", caller, [str(project), str(src)])
+    assert env == {"CCACHE_DIR": "/cc", "CCACHE_BASEDIR": str(tmp_path), "CCACHE_NOHASHDIR": "1"}
+    assert launchers.environment("ccache", {"CCACHE_BASEDIR": "/mine"}, [str(project)])["CCACHE_BASEDIR"] == "/mine"
+    # roots with only / in common: the project root (base_dir=/ would rewrite the system headers' paths too)
+    assert launchers.environment("ccache", {}, [str(project), "/usr"])["CCACHE_BASEDIR"] == str(project)
+    assert launchers.environment("distcc", caller, [str(project)]) == {"DISTCC_HOSTS": "h"}
+
+
+def test_command_environment_hands_the_launcher_to_the_fat_driver(tmp_path: Path, monkeypatch) -> None:
+    executable(tmp_path / "ccache")
+    env = {"BUILD_DIR": str(tmp_path / "build"), "SRC": str(tmp_path), "SOURCE_DATE_EPOCH": "0", "MODE": "",
+           "CCWRAPPER": "ccache"}
+    got = buildvars.command_environment({"PATH": str(tmp_path), "CCACHE_DIR": "/cc", "SCCACHE_DIR": "/s"}, env)
+    assert got[launchers.FAT_LAUNCHER_ENV] == str(tmp_path / "ccache")
+    assert got["CCACHE_DIR"] == "/cc" and "SCCACHE_DIR" not in got and got["CCACHE_NOHASHDIR"] == "1"
+    assert launchers.FAT_LAUNCHER_ENV not in buildvars.command_environment({}, {**env, "CCWRAPPER": ""})
+
+
+SCCACHE_JSON = {"stats": {
+    "compile_requests": 12, "cache_hits": {"counts": {"C/C++": 7, "CUDA": 1}, "adv_counts": {"c [gcc]": 8}},
+    "cache_misses": {"counts": {"C/C++": 4}, "adv_counts": {}}, "dist_compiles": {"127.0.0.1:1": 3}}}
+
+
+def test_counters_and_the_one_line() -> None:
+    after = launchers.sccache_counters(SCCACHE_JSON)
+    assert after == {"compile requests": 12, "hits": 8, "misses": 4, "distributed": 3}
+    before = {"compile requests": 2, "hits": 1, "misses": 1, "distributed": 0}
+    assert launchers.stats_line("sccache", before, after) == \
+        "sccache: 10 compile requests, 7 hits, 3 misses, 3 distributed"
+    assert launchers.stats_line("sccache", None, None) is None
+    ccache = launchers.ccache_counters("direct_cache_hit\t5\npreprocessed_cache_hit\t2\ncache_miss\t3\nfoo\t9\n")
+    assert launchers.stats_line("ccache", None, ccache) == "ccache: 7 hits, 3 misses"
+
+
+def test_the_stand_in_runs_each_half_behind_the_launcher(tmp_path: Path, monkeypatch) -> None:
+    log = tmp_path / "launched"
+    launcher = executable(tmp_path / "launcher", f'#!/bin/sh\necho "$1" >> {log}\nexec "$@"\n')
+    (tmp_path / "a.c").write_text("int f(void) { return 1; }\n")
+    monkeypatch.setenv(launchers.FAT_LAUNCHER_ENV, str(launcher))
+    assert fatcc.main("cosmocc", ["-c", "-o", str(tmp_path / "a.o"), str(tmp_path / "a.c")]) == 0
+    assert sorted(log.read_text().split()) == ["aarch64-linux-gnu-gcc", "gcc"]
+    assert (tmp_path / ".aarch64" / "a.o").is_file()
