@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,10 +67,10 @@ def sccache_stats(env: dict[str, str]) -> dict:
 
 
 @contextmanager
-def distccd(root: Path) -> Iterator[tuple[int, Path]]:
-    """distccd on loopback: (port, its log). Run as root it drops to user distccd, so the log's dir is writable by all."""
-    logdir = root / "distccd"
-    logdir.mkdir(parents=True)
+def distccd() -> Iterator[tuple[int, Path]]:
+    """distccd on loopback: (port, its log). Run as root it drops to user distccd, which cannot reach pytest's
+    private tmp_path: the log lives in a directory of its own under /tmp, writable by all, removed after."""
+    logdir = Path(tempfile.mkdtemp(prefix="opencoti-distccd-"))
     logdir.chmod(0o777)
     log = logdir / "distccd.log"
     port = free_port()
@@ -79,6 +81,7 @@ def distccd(root: Path) -> Iterator[tuple[int, Path]]:
         yield port, log
     finally:
         stop(proc)
+        shutil.rmtree(logdir, ignore_errors=True)
 
 
 @contextmanager

@@ -154,8 +154,8 @@ def _launcher_stats(env) -> None:
     """With CCWRAPPER=sccache or ccache, one line (a REPORTS line, of its own) of what the launcher did in this
     build: its counters are read now and when the build ends (opencoti_build.launchers)."""
     name, argv = env.get("CCWRAPPER"), env.get(launchers.ARGV_VARS["gcc"])
-    if not name or not argv:
-        return
+    if not name or not argv or SCons.Script.GetOption("no_exec") or SCons.Script.GetOption("question"):
+        return  # -n and -q compile nothing, and must not start an sccache server either
     program, environ = str(argv[0]), dict(env["ENV"])
     before = launchers.counters(name, program, environ)
 
