@@ -50,7 +50,8 @@ def test_environment_passes_the_launchers_own_variables_and_sets_base_dirs(tmp_p
     caller = {"SCCACHE_DIR": "/c", "CCACHE_DIR": "/cc", "DISTCC_HOSTS": "h", "HOME": "/root", "SCCACHE_BASEDIRS": "/x"}
     env = launchers.environment("sccache", caller, [str(project), str(src), str(tmp_path / "absent")])
     # the caller's dirs first; one that does not exist left out (sccache's server refuses to start on it)
-    assert env == {"SCCACHE_DIR": "/c", "SCCACHE_BASEDIRS": os.pathsep.join(["/x", str(project), str(src)])}
+    assert env == {"SCCACHE_DIR": "/c", "SCCACHE_BASEDIRS": os.pathsep.join(["/x", str(project), str(src)]),
+                   "TMPDIR": "/tmp"}  # what a build server has too (sccache-dist sends the environment)
     env = launchers.environment("ccache", caller, [str(project), str(src)])
     assert env == {"CCACHE_DIR": "/cc", "CCACHE_BASEDIR": str(tmp_path), "CCACHE_NOHASHDIR": "1"}
     assert launchers.environment("ccache", {"CCACHE_BASEDIR": "/mine"}, [str(project)])["CCACHE_BASEDIR"] == "/mine"

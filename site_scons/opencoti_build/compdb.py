@@ -57,8 +57,8 @@ def clang_cuda_arguments(argv: list[str], cuda_root: str) -> list[str]:
             kept += [arg, next(it, "")]
         elif arg == "-c":
             continue
-        elif arg.startswith("--") or arg.startswith("-X") or arg in ("-rdc", "-dc", "-lineinfo", "-G"):
-            continue  # nvcc's own options (--use_fast_math, --extended-lambda, --objdir-as-tempdir, ...)
+        elif arg.startswith("--") or arg.startswith("-X") or arg in ("-rdc", "-dc", "-lineinfo", "-G", "-objtemp"):
+            continue  # nvcc's own options (--use_fast_math, --extended-lambda, -objtemp, ...)
         elif arg.startswith(_KEEP_PREFIXES):
             kept.append(arg)
         elif not arg.startswith("-"):

@@ -97,6 +97,9 @@ def environment(name: str, os_environ: Mapping[str, str], roots: Sequence[str]) 
         # entry must exist, or the server refuses to start.
         given = [d for d in passed.get("SCCACHE_BASEDIRS", "").split(os.pathsep) if d]
         passed["SCCACHE_BASEDIRS"] = os.pathsep.join(given + [d for d in dirs if d not in given])
+        # sccache-dist runs a compile on a build server with the compile's environment: a TMPDIR that exists
+        # only here ($BUILD_DIR/tmp) killed the remote ptxas (SIGHUP); /tmp exists on every server
+        passed["TMPDIR"] = "/tmp"
     elif name == "ccache":
         # ccache takes one base dir: the roots' common parent, unless that is / (which would also
         # rewrite the system headers' paths); then the project root.

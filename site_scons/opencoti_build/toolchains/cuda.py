@@ -28,8 +28,9 @@ LOCATE_HINT = (f"point it at a CUDA 12.x/13.x toolkit, or leave it empty to sear
                f"and the usual places")
 # nvcc names its intermediates tmpxft_<pid>_..., and the host object keeps that name (STT_FILE): with
 # --objdir-as-tempdir they are <object>.cudafe1.cpp & co. beside the object, the same on every run
-# (nvcc 12.4's manual documents the option; older toolkits keep the per-run names).
-OBJTEMP_FLAG = "--objdir-as-tempdir"
+# (nvcc 12.4's manual documents the option; older toolkits keep the per-run names). Its short spelling:
+# sccache 0.16 knows only that one; with the long one its distributed nvcc leaves no .cubin for fatbinary.
+OBJTEMP_FLAG = "-objtemp"
 OBJTEMP_SINCE: cuda_archs.Version = (12, 4)
 # Where toolkits keep the driver stub libcuda.so (a toolkit without one cannot link -lcuda).
 STUB_SUBDIRS = ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs", "targets/sbsa-linux/lib/stubs")
