@@ -14,9 +14,11 @@ its answer is kept (SCons' own ``allowcache``) instead of being computed twice. 
 are only known once a generated source exists may still be found current at run time: then N is
 larger than the steps shown, never smaller.
 
+Other tools add lines before the summary through REPORTS; with CCWRAPPER=sccache or ccache, one of them
+says what the launcher did in this build.
+
 Construction variables read: CCWRAPPER, CCWRAPPER_ARGV, ENV (for the launcher's line). Set: PRINT_CMD_LINE_FUNC.
-Method: StartSummary. Other tools add lines before the summary through REPORTS. A node whose ``attributes.not_a_step`` is true (the
-compile database) is not counted.
+Method: StartSummary. A node whose ``attributes.not_a_step`` is true (the compile database) is not counted.
 """
 from __future__ import annotations
 
