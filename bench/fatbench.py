@@ -70,6 +70,7 @@ class MakeBuild:
             work.mkdir(parents=True, exist_ok=True)
             makefile.write_text(makebuild.makefile(project, tree, self.out, project / "site_scons" / "cosmocc_shim"))
         self.argv = ["make", "-f", str(makefile), f"-j{jobs}"]
+        self.cwd: Path | None = None  # where make runs (the bench's own cwd unless set)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "CCACHE"))}
         self.env.update(CCACHE_DIR=str(work / "ccache"), BUILDLOG=str(self.log))
         if recache:
@@ -77,7 +78,7 @@ class MakeBuild:
 
     def build(self) -> Outcome:
         self.log.unlink(missing_ok=True)
-        result: Run = run(self.argv, env=self.env)
+        result: Run = run(self.argv, env=self.env, cwd=self.cwd)
         lines = self.log.read_text().splitlines() if self.log.exists() else []
         compiles = sum(1 for line in lines if line.startswith(("gcc ", "g++ ")) and " -c " in line)
         preprocesses = sum(1 for line in lines if " -E " in line)

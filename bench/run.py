@@ -1,10 +1,12 @@
 """Benchmarks: this build against make + ccache on a generated fat tree, against CMake + Ninja on the real
-llama.cpp tree, and packaging a large GGUF.
+llama.cpp tree, packaging a large GGUF, and a second checkout built from a warm Redis (against make + ccache's
+remote storage).
 
     python3 bench/run.py            # medians of 5 everywhere (hours on 2 cores: 20 cold builds of the real tree)
     python3 bench/run.py --quick    # 3 runs, 1 cold build and 1 ggml.h edit of the real tree, growth to 840 TUs,
                                     # a 1 MiB and a 2 GiB model only
     python3 bench/run.py --parts realtree --heavy-runs 1   # one part; the others' last results are kept
+    python3 bench/run.py --parts shared --runs 3            # a second checkout, empty local cache, warm Redis
 
 Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables, then bench/tuning.md appended;
 `--report-only` rewrites the .md from the .json),
@@ -22,12 +24,12 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
 
-from bench import fatbench, packbench, realbench, report  # noqa: E402
+from bench import fatbench, packbench, realbench, report, sharedbench  # noqa: E402
 from bench.measure import machine, median  # noqa: E402
 from bench.llamacpp_sdist import sdist_llamacpp  # noqa: E402
 
 GIB = 1 << 30
-PARTS = ("fat", "realtree", "package")
+PARTS = ("fat", "realtree", "package", "shared")
 
 
 def _commit(project: Path) -> str:
@@ -79,7 +81,7 @@ def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
         results["commands"] = [results.pop("command")]
         return results
     old = json.loads(previous.read_text())
-    kept = {k: old[k] for k in ("fat", "growth", "realtree", "packaging") if k in old and k not in results}
+    kept = {k: old[k] for k in ("fat", "growth", "realtree", "packaging", "shared") if k in old and k not in results}
     commits = {**old.get("commits", {}), **results.pop("commits")}
     return {**results, **kept, "commits": commits, "commands": [*old.get("commands", []), results.pop("command")]}
 
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="3 runs, 1 heavy run, growth to 840 TUs, the 1 MiB and 2 GiB models only")
     parser.add_argument("--tus", type=int, default=420, help="TUs of the main fat tree (default 420)")
+    parser.add_argument("--shared-tus", type=int, default=420,
+                        help="TUs of the shared part's tree (checkouts A and B, warm Redis; default 420)")
     parser.add_argument("--growth", type=int, nargs="*", help="larger trees for the null-build growth (default 2000)")
     parser.add_argument("--runs", type=int, help="repetitions for medians (default 5; --quick 3)")
     parser.add_argument("--heavy-runs", type=int,
@@ -150,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         for gib in models:
             _log(f"packaging a {gib} GiB model")
             results["packaging"].append(packbench.bench_size(project, args.work / "package", int(gib * GIB), runs))
+    if "shared" in parts:
+        results["shared"] = sharedbench.measure(project, args.work / f"shared-{args.shared_tus}", args.shared_tus, runs,
+                                                args.jobs, _log)
     args.docs.mkdir(parents=True, exist_ok=True)
     results = _merge(args.docs / "benchmarks.json", results, parts)
     (args.docs / "benchmarks.json").write_text(json.dumps(results, indent=1) + "\n")
