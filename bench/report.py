@@ -201,6 +201,66 @@ def _packaging(results: dict) -> list[str]:
                      "zipappend.append alone", "append peak RSS", "verify", "verify peak RSS"], rows)]
 
 
+def _shared(shared: dict) -> list[str]:
+    """Section 4: a second checkout from a warm Redis, SCons's CACHE_URL against ccache's remote_storage."""
+    n, objects = shared["tus"], shared["objects"]
+    runs = len(shared["second"]["scons"]["runs"])
+    lines = [f"## 4. A second checkout, empty local cache, warm Redis ({n} TUs)", "",
+             "`bench/sharedbench.py`. Checkout A is a copy of the project (`SConstruct`, `build.SConscript`, "
+             "`site_scons/`, …) and of the generated fat tree; checkout B is a copy of both at another, longer path "
+             f"(`{shared['checkouts']['A']}` and `{shared['checkouts']['B']}`). SCons builds A cold with "
+             f"`CACHE_URL=redis://127.0.0.1:P` (a fresh redis-server {shared['redis']}, which the build fills), then B "
+             "with an empty local CacheDir and the same `CACHE_URL`. make + ccache 4.7 builds the same two checkouts "
+             "(bench/makebuild.py's Makefile of each) with `CCACHE_REMOTE_STORAGE=redis://127.0.0.1:P2` (a second "
+             f"fresh server), a private `CCACHE_DIR`, `CCACHE_BASEDIR={shared['ccache_base_dir']}` (the common parent; "
+             "make runs from each checkout's root, so the rewritten relative paths agree) and `CCACHE_NOHASHDIR=1`: "
+             f"A' cold, then B' with an empty `CCACHE_DIR`. B and B' ran {runs} times, interleaved, their outputs and "
+             f"local caches deleted before each run; Redis stays warm. {objects} fat objects are expected, each an "
+             "x86-64 object and its `.aarch64/` twin, then twin archives and one fat link.", ""]
+    rows = []
+    for label, key, name in (("A, cold (fills Redis)", "cold", "scons"), ("B, empty local cache", "second", "scons"),
+                             ("A', cold (fills Redis)", "cold", "make+ccache"),
+                             ("B', empty `CCACHE_DIR`", "second", "make+ccache")):
+        got = [shared["cold"][name]] if key == "cold" else shared["second"][name]["runs"]
+        last = got[-1]
+        walls = ", ".join(f"{r['wall']:.2f}" for r in got)
+        wall = _s(got[0]["wall"]) if key == "cold" else f"{_s(shared['second'][name]['median_wall'])} ({walls})"
+        if name == "scons":
+            restored = ", ".join(f"{r['from_cache']} steps ({r['remote_hits']} Redis hits)" for r in got)
+        else:
+            restored = ", ".join(f"{r['ccache']['remote_storage_hit']} remote hits" for r in got)
+        same = "—" if "against_a" not in last else ", ".join(
+            f"{r['against_a']['identical']}/{r['against_a']['compared']}"
+            + (f" ({r['against_a']['missing']} of A's missing)" if r["against_a"]["missing"] else "") for r in got)
+        ok = sum(1 for r in got if r["returncode"] == 0)
+        rows.append([name, label, wall, f"{ok}/{len(got)}", ", ".join(str(r["compiles"]) for r in got), restored,
+                     str(last["x86_objects"]), str(last["aarch64_twins"]), "yes" if last["binary"] else "no", same])
+    lines += _table(["build", "checkout", "wall (median; runs)", "build succeeded", "fat compiles",
+                     "restored from Redis", "x86 objects", ".aarch64 twins", "linked binary",
+                     "files byte-identical to A's (of those in both)"], rows)
+    ratios = []
+    for name in ("scons", "make+ccache"):
+        ratios.append(f"{name} {shared['second'][name]['median_wall'] / shared['cold'][name]['wall']:.2f}×")
+    lines += [f"Second checkout / cold build of the same builder: {', '.join(ratios)} (medians over the one cold run).",
+              ""]
+    make_b = shared["second"]["make+ccache"]["runs"]
+    hits = [r["ccache"]["remote_storage_hit"] or 0 for r in make_b]
+    if all(r["aarch64_twins"] == 0 for r in make_b) and all(hits):
+        lines += ["ccache restored x86-64 objects from Redis across the two paths (`base_dir`, no `hash_dir`), "
+                  "but a ccache result holds only the compile's `-o` output (and its `.d`, stderr): no `.aarch64/` "
+                  "twin came back, so the first twin archive step failed (`ar` cannot find `.aarch64/…o`), as in "
+                  "section 1's warm-cache row, and B' never reached the link. Its wall time is that of a failed "
+                  "build, not a complete one; a complete B' needs `CCACHE_RECACHE=1` (section 1: a cold build's "
+                  "cost). SCons's Redis tier keeps every target of a step (the object and its twin) and fetches them "
+                  "together, so B restored objects, twins, archives and the link.", ""]
+    elif not any(hits):
+        lines += ["ccache got no hit from Redis in B': its keys did not carry over to the other path.", ""]
+    return lines
+
+
+    return lines
+
+
 def write(results: dict, docs: Path, sections: list[str]) -> Path:
     """Write ``docs``/benchmarks.md: generated sections, then the hand-written ones passed in."""
     lines = ["# Benchmarks", "",
@@ -216,6 +276,8 @@ def write(results: dict, docs: Path, sections: list[str]) -> Path:
         lines += _realtree(results["realtree"])
     if results.get("packaging"):
         lines += _packaging(results)
+    if results.get("shared"):
+        lines += _shared(results["shared"])
     lines += sections
     path = docs / "benchmarks.md"
     path.write_text("\n".join(lines).rstrip() + "\n")
