@@ -6,7 +6,8 @@ is then built with an empty local cache and the same ``CACHE_URL``. The same wit
 (bench/makebuild.py's Makefile, ``CCACHE_REMOTE_STORAGE=redis://127.0.0.1:P2`` on a second server,
 ``CCACHE_BASEDIR`` at the common parent of A' and B' with make run from each checkout's root, so the
 rewritten relative paths agree, and ``CCACHE_NOHASHDIR``): A' cold, then B' with an empty private
-``CCACHE_DIR``. B and B' are each run ``runs`` times, interleaved, their outputs and local caches wiped
+``CCACHE_DIR`` (and once more with ``make -k``, to see every compile past the first failed twin
+archive). B and B' are each run ``runs`` times, interleaved, their outputs and local caches wiped
 before every run; the servers stay warm. Every redis-server binds 127.0.0.1 on a free port and is
 stopped by its PID.
 """
@@ -29,6 +30,7 @@ from opencoti_build import sources, summary
 CHECKOUT_FILES = ("SConstruct", "build.SConscript")
 CHECKOUT_DIRS = ("site_scons", "host", "backends", "package", "native", "vendors")
 # ccache's counters this part records (``ccache --print-stats``).
+KEEP_GOING = "make+ccache, make -k"
 CCACHE_COUNTERS = ("remote_storage_hit", "remote_storage_miss", "remote_storage_write", "remote_storage_error",
                    "remote_storage_timeout", "local_storage_hit", "direct_cache_hit", "preprocessed_cache_hit",
                    "cache_miss")
@@ -154,9 +156,12 @@ class SharedScons(fatbench.SconsBuild):
 class SharedMake(fatbench.MakeBuild):
     """make + ccache of one checkout, run from its root, ccache's remote storage on Redis, base_dir set."""
 
-    def __init__(self, project: Path, tree: Path, work: Path, jobs: int, url: str, base_dir: Path, root: Path) -> None:
+    def __init__(self, project: Path, tree: Path, work: Path, jobs: int, url: str, base_dir: Path, root: Path,
+                 keep_going: bool = False) -> None:
         super().__init__(project, tree, work, jobs)
-        self.name, self.cwd, self.ccache = "make+ccache", root, work / "ccache"
+        self.name, self.cwd, self.ccache = KEEP_GOING if keep_going else "make+ccache", root, work / "ccache"
+        if keep_going:  # past the failed twin archives: every compile ccache can or cannot restore
+            self.argv.append("-k")
         self.env.update(CCACHE_REMOTE_STORAGE=url, CCACHE_BASEDIR=str(base_dir), CCACHE_NOHASHDIR="1",
                         CCACHE_CONFIGPATH=str(work / "ccache.conf"))  # an empty config: no ~/.ccache settings
         (work / "ccache.conf").touch()
@@ -202,6 +207,7 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
         log(f"shared: {tus} TUs, writing the Makefiles of A' and B'")
         make_a = SharedMake(a / "checkout", a / "src", a / "make", jobs, make_server.url, work, a)
         make_b = SharedMake(b / "checkout", b / "src", b / "make", jobs, make_server.url, work, b)
+        make_k = SharedMake(b / "checkout", b / "src", b / "make", jobs, make_server.url, work, b, keep_going=True)
 
         log("shared: cold scons build of checkout A (fills Redis)")
         cold_scons = scons_a.measure()
@@ -218,9 +224,9 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
         cold_make.update(row)
         usage = {"scons": scons_server.usage(), "make+ccache": make_server.usage()}
 
-        second: dict[str, list[dict]] = {"scons": [], "make+ccache": []}
+        second: dict[str, list[dict]] = {"scons": [], "make+ccache": [], KEEP_GOING: []}
         for i in range(runs):
-            order = [(scons_b, scons_ref), (make_b, make_ref)]
+            order = [(scons_b, scons_ref), (make_b, make_ref), (make_k, make_ref)]
             for build, ref in order if i % 2 == 0 else order[::-1]:
                 log(f"shared: run {i + 1}/{runs}: {build.name} in checkout B (empty local cache, warm Redis)")
                 build.wipe()
