@@ -202,10 +202,10 @@ def _packaging(results: dict) -> list[str]:
 
 
 def _shared(shared: dict) -> list[str]:
-    """Section 4: a second checkout from a warm Redis, SCons's CACHE_URL against ccache's remote_storage."""
+    """The shared-cache section: a second checkout from a warm Redis, SCons's CACHE_URL against ccache's remote_storage."""
     n, objects = shared["tus"], shared["objects"]
     runs = len(shared["second"]["scons"]["runs"])
-    lines = [f"## 4. A second checkout, empty local cache, warm Redis ({n} TUs)", "",
+    lines = [f"## Shared cache: a second checkout, empty local cache, warm Redis ({n} TUs)", "",
              "`bench/sharedbench.py`. Checkout A is a copy of the project (`SConstruct`, `build.SConscript`, "
              "`site_scons/`, …) and of the generated fat tree; checkout B is a copy of both at another, longer path "
              f"(`{shared['checkouts']['A']}` and `{shared['checkouts']['B']}`). SCons builds A cold with "

@@ -110,7 +110,7 @@ def test_runner_shared_part_on_a_tiny_tree(tmp_path: Path) -> None:
     assert b["against_a"]["missing"] == 0
     (m,) = shared["second"]["make+ccache"]["runs"]
     assert m["compiles"] == 0 and m["ccache"]["remote_storage_hit"] > 0 and m["aarch64_twins"] == 0
-    assert "## 4. A second checkout" in (docs / "benchmarks.md").read_text()
+    assert "## Shared cache: a second checkout" in (docs / "benchmarks.md").read_text()
 
 
 def test_shared_part_reads_the_remote_tier_of_the_cache_line() -> None:
@@ -161,7 +161,7 @@ def test_shared_table_has_a_row_per_checkout_and_says_what_ccache_left_out() -> 
         "median_wall": 1.5}
     lines = report._shared(shared)
     text = "\n".join(lines)
-    assert lines[0] == "## 4. A second checkout, empty local cache, warm Redis (17 TUs)"
+    assert lines[0] == "## Shared cache: a second checkout, empty local cache, warm Redis (17 TUs)"
     assert "| scons | B, empty local cache | 2.200 s (2.00, 2.40, 2.20) | 3/3 | 0, 0, 0 | 28 steps (58 Redis hits)" in text
     assert "| 19 | 19 | yes | 58/58, 58/58, 58/58 |" in text
     assert "| make+ccache | B', empty `CCACHE_DIR` | 0.500 s (0.50, 0.40, 0.60) | 0/3 |" in text
