@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -268,9 +269,11 @@ def outputs(co: Checkout, out: str) -> dict[str, bytes]:
 
 
 def compile_commands(co: Checkout, out: str) -> dict[tuple[str, str], list[str]]:
-    """The build's compile_commands.json, by (file, output), with its output directory's name made ``clean``."""
+    """The build's compile_commands.json, by (file, output), with its output directory's name made ``clean``
+    (absolute, and relative to the checkout: ``-Iout/…``, ``-ffile-prefix-map=out=build``, ``out/…``)."""
     text = (co.root / f"{out}-compile_commands.json").read_text(encoding="utf-8")
-    entries = json.loads(text.replace(str(co.root / out), str(co.root / "clean")))
+    text = text.replace(str(co.root / out), str(co.root / "clean"))
+    entries = json.loads(re.sub(rf'(?<=["=]){out}(?=[/="-])|(?<="-I){out}(?=[/"-])', "clean", text))
     return {(e["file"], e["output"]): e["arguments"] for e in entries}
 
 
