@@ -17,12 +17,10 @@ import hashlib
 import os
 import re
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
 
-from bench import fatbench, fattree
+from bench import fatbench, fattree, servers
 from bench.measure import median, run
 from opencoti_build import sources, summary
 
@@ -36,47 +34,19 @@ CCACHE_COUNTERS = ("remote_storage_hit", "remote_storage_miss", "remote_storage_
                    "cache_miss")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class RedisServer:
-    """redis-server on 127.0.0.1 (a free port), in memory only, in the foreground: its Popen is its PID."""
+class RedisServer(servers.RedisServer):
+    """The shared store of one builder, and what it holds."""
 
     def __init__(self) -> None:
-        import redis
-
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise SystemExit("bench: the shared part needs redis-server (scripts/install-deps)")
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--daemonize", "no"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(port=self.port, socket_timeout=5)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise SystemExit(f"bench: redis-server on port {self.port} did not answer") from None
-                time.sleep(0.05)
+        try:
+            super().__init__()
+        except RuntimeError as exc:
+            raise SystemExit(f"bench: the shared part: {exc}") from None
         self.version = self.client.info("server")["redis_version"]
 
     def usage(self) -> dict:
         """Keys and memory held now."""
         return {"keys": int(self.client.dbsize()), "used_memory": int(self.client.info("memory")["used_memory"])}
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 def copy_checkout(project: Path, dest: Path) -> Path:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import servers
 from conftest import MINI_TREE, copy_checkout, scons, scons_command
 from opencoti_build import cache_entry, remote_cache, summary
 from opencoti_build.errors import UserError
@@ -24,39 +25,9 @@ REDIS_SERVER = shutil.which("redis-server")
 needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server (scripts/install-deps)")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class RedisServer:
-    """redis-server on 127.0.0.1, in memory only, in the foreground (so its Popen is its PID)."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--daemonize", "no"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(port=self.port, socket_timeout=2)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.client.ping()
-                return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"redis-server on port {self.port} did not answer") from None
-                time.sleep(0.05)
-
+class RedisServer(servers.RedisServer):
     def keys(self) -> list[str]:
         return sorted(k.decode() for k in self.client.keys(remote_cache.KEY_PREFIX + "*"))
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
 
 
 @pytest.fixture
@@ -113,7 +84,7 @@ def test_counts_make_one_line() -> None:
 
 def test_a_server_with_nothing_listening_costs_one_warn(tmp_path: Path) -> None:
     said: list[str] = []
-    url = f"redis://127.0.0.1:{free_port()}"
+    url = f"redis://127.0.0.1:{servers.free_port()}"
     remote = remote_cache.Remote(url, said.append)
     target = tmp_path / "x.o"
     target.write_bytes(b"x")
