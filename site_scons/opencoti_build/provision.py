@@ -21,8 +21,6 @@ import os
 import shutil
 import stat
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
@@ -132,6 +130,9 @@ class _Failed(Exception):
 
 
 def _download(url: str, archive: Path, sha256: str) -> None:
+    import urllib.error  # here, not at the top: every build imports this module, few download (http.client is ~20 ms)
+    import urllib.request
+
     digest = hashlib.sha256()
     got = 0
     expected = None
