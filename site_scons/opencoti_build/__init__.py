@@ -21,6 +21,7 @@ SCons tools under ``site_scons/site_tools`` are thin glue over these modules; th
 - ``file_digests``: SHA-256 digests of files the build has just read or written whole.
 - ``formats``: readers and writers of file formats, with no build knowledge (its own index).
 - ``import_closure``: a module's source files and those of every module of this package it imports.
+- ``launchers``: compiler launchers (``CCWRAPPER``: sccache, ccache, distcc): finding them, their variables.
 - ``manifest``: MANIFEST.json beside each artifact.
 - ``native_lane``: the native-ELF lane's reading of the source description (host gcc, one architecture).
 - ``null_build``: the null build's fast path: a record of everything a run depended on, and its check.
@@ -29,6 +30,7 @@ SCons tools under ``site_scons/site_tools`` are thin glue over these modules; th
 - ``patch_series``: the vendored llamafile tree: reset, llamafile's patch step, the opencoti series.
 - ``prefix_maps``: prefix maps, so where the build lives never reaches its outputs.
 - ``provision``: the pinned cosmocc, fetched the way upstream's make fetches it.
+- ``remote_cache``: the object cache's Redis tier (``CACHE_URL``): verified, compressed entries.
 - ``rocm_archs``: the gfx targets of ggml-rocm.so: upstream's list, cut to what this ROCm builds.
 - ``sources``: the llamafile source tree as data: every package the host and the DSOs compile.
 - ``steplines``: the one short line each kind of step prints.
