@@ -101,10 +101,11 @@ def environment(name: str, os_environ: Mapping[str, str], roots: Sequence[str]) 
         # only here ($BUILD_DIR/tmp) killed the remote ptxas (SIGHUP); /tmp exists on every server
         passed["TMPDIR"] = "/tmp"
     elif name == "ccache":
-        # ccache takes one base dir: the roots' common parent, unless that is / (which would also
-        # rewrite the system headers' paths); then the project root.
-        common = os.path.commonpath(dirs) if dirs else ""
-        passed.setdefault("CCACHE_BASEDIR", common if common not in ("", os.sep) else (dirs[0] if dirs else ""))
+        # ccache takes one base dir and hands the compiler every path under it rewritten relative to the
+        # working directory (the project root). The prefix maps cover such relative paths only for
+        # directories inside the project root (prefix_maps), so a wider base dir (the roots' common parent)
+        # gives gcc `../…` paths no map rewrites, and objects that differ from a build without ccache.
+        passed.setdefault("CCACHE_BASEDIR", dirs[0] if dirs else "")
         passed.setdefault("CCACHE_NOHASHDIR", "1")  # hash_dir=false: the working directory is not in the key
     return {k: v for k, v in passed.items() if v}
 
