@@ -36,11 +36,17 @@ def test_the_launcher_is_outside_the_signature_and_added_once() -> None:
     assert launchers.prefixed("$NVCC -c", "nvcc") == "$( $CCWRAPPER_NVCC_ARGV $) $NVCC -c"
 
 
-def test_distcc_takes_only_the_gcc_family() -> None:
-    assert launchers.argv_vars("distcc", ["/usr/bin/distcc"]) == {
-        "CCWRAPPER_ARGV": ["/usr/bin/distcc"], "CCWRAPPER_NVCC_ARGV": [], "CCWRAPPER_HIPCC_ARGV": []}
-    assert set(map(len, launchers.argv_vars("sccache", ["sccache"]).values())) == {1}
-    assert set(map(len, launchers.argv_vars("", []).values())) == {0}
+def test_distcc_takes_only_the_gcc_family_and_only_sccache_wants_the_maps_preprocessed() -> None:
+    assert launchers.construction_vars("distcc", ["/usr/bin/distcc"]) == {
+        "CCWRAPPER_ARGV": ["/usr/bin/distcc"], "CCWRAPPER_NVCC_ARGV": [], "CCWRAPPER_HIPCC_ARGV": [],
+        "CCWRAPPER_MAPS_VIA_PREPROCESSOR": False}
+    assert launchers.construction_vars("sccache", ["sccache"]) == {
+        "CCWRAPPER_ARGV": ["sccache"], "CCWRAPPER_NVCC_ARGV": ["sccache"], "CCWRAPPER_HIPCC_ARGV": ["sccache"],
+        "CCWRAPPER_MAPS_VIA_PREPROCESSOR": True}
+    assert launchers.construction_vars("", []) == {
+        "CCWRAPPER_ARGV": [], "CCWRAPPER_NVCC_ARGV": [], "CCWRAPPER_HIPCC_ARGV": [],
+        "CCWRAPPER_MAPS_VIA_PREPROCESSOR": False}
+    assert launchers.construction_vars("ccache", ["ccache"])["CCWRAPPER_MAPS_VIA_PREPROCESSOR"] is False
 
 
 def test_environment_passes_the_launchers_own_variables_and_sets_base_dirs(tmp_path: Path) -> None:

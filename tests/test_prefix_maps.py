@@ -101,3 +101,36 @@ def test_the_same_bytes_from_two_checkouts_with_real_gcc(tmp_path: Path) -> None
         assert b"src/f.c" in data
         objects.append(data)
     assert objects[0] == objects[1]
+
+
+def test_the_preprocessor_spelling_is_one_word_more_per_map() -> None:
+    maps = path_maps("/w/co", "/srv/a,b", "/w/co/build")
+    assert gcc_flags(maps, via_preprocessor=True) == [
+        "-Xpreprocessor", "-ffile-prefix-map=/w/co=.", "-Xpreprocessor", "-ffile-prefix-map=/srv/a,b=src",
+        "-Xpreprocessor", "-ffile-prefix-map=/w/co/build=build"]
+    assert nvcc_flags(maps, via_preprocessor=True) == [
+        "-Xcompiler=-Xpreprocessor,-ffile-prefix-map=/w/co=.",
+        "-Xcompiler=-Xpreprocessor,-ffile-prefix-map=/w/co/build=build"]
+
+
+@pytest.mark.parametrize("compiler, suffix", [
+    ("gcc", ".c"), ("g++", ".cpp"), ("aarch64-linux-gnu-gcc", ".c"), ("/usr/local/cuda-13.0/bin/nvcc", ".cu")])
+def test_the_preprocessor_spelling_gives_the_same_object_bytes(tmp_path: Path, compiler: str, suffix: str) -> None:
+    """What CCWRAPPER=sccache runs (site_tools/compile_maps.py) against what SCons signs: the same object."""
+    if shutil.which(compiler) is None:
+        pytest.skip(f"{compiler} not installed")
+    checkout = tmp_path / "checkout"
+    src = checkout / "tree"
+    src.mkdir(parents=True)
+    (src / f"f{suffix}").write_text('const char *where = __FILE__;\nint f(int x) { return 3 * x; }\n')
+    maps = path_maps(str(checkout), str(src), str(checkout / "build"))
+    spell = nvcc_flags if compiler.endswith("nvcc") else gcc_flags
+    objects = []
+    obj = checkout / "f.o"  # one name: nvcc -objtemp names its intermediates, and so a symbol, after it
+    for via in (False, True):
+        debug = ["-Xcompiler=-g", "-objtemp"] if compiler.endswith("nvcc") else ["-g"]
+        subprocess.run([compiler, *debug, *spell(maps, via), "-c", "-o", str(obj), str(src / f"f{suffix}")],
+                       cwd=checkout, check=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+        objects.append(obj.read_bytes())
+    assert str(checkout).encode() not in objects[0] and b"src/f" + suffix.encode() in objects[0]
+    assert objects[0] == objects[1]

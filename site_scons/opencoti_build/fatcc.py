@@ -40,7 +40,7 @@ REFUSED_FLAGS = {
 }
 REFUSED_SUFFIXES = (".s", ".S", ".so")
 # Flags whose value is the next argument (so it is not taken for an input file).
-VALUE_FLAGS = frozenset(("-MT", "-I", "-iquote", "-isystem", "-idirafter", "-include", "-imacros", "-D", "-U", "-x", "-Xlinker", "-u", "-T"))
+VALUE_FLAGS = frozenset(("-MT", "-I", "-iquote", "-isystem", "-idirafter", "-include", "-imacros", "-D", "-U", "-x", "-Xlinker", "-Xpreprocessor", "-u", "-T"))
 ELF_MACHINE_AARCH64 = 183
 SHIM_NOTE = "opencoti cosmocc stand-in: this file is the static x86-64 ELF; the aarch64 ELF is OUT.aarch64.elf\n"
 

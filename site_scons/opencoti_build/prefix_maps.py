@@ -67,14 +67,24 @@ def path_maps(project: str, src: str | None, build_dir: str | None,
     return kept
 
 
-def gcc_flags(maps: list[tuple[str, str]]) -> list[str]:
-    """``-ffile-prefix-map=OLD=NEW`` for each pair, in order (gcc, g++, clang, hipcc, the cosmocc driver)."""
-    return [f"{FLAG}={old}={new}" for old, new in maps]
+# sccache before 0.19 keys a compile on its options as written, so an OLD path among them keeps checkouts at
+# other paths from sharing hits. Given as a preprocessor option (-Xpreprocessor), the same map reaches the one
+# cc1 that preprocesses and compiles (the objects are the same bytes: tests/test_launchers.py), and sccache
+# leaves preprocessor options out of its key: the preprocessed text stands for them, SCCACHE_BASEDIRS stripped.
+VIA_PREPROCESSOR = "-Xpreprocessor"
 
 
-def nvcc_flags(maps: list[tuple[str, str]]) -> list[str]:
+def gcc_flags(maps: list[tuple[str, str]], via_preprocessor: bool = False) -> list[str]:
+    """``-ffile-prefix-map=OLD=NEW`` for each pair, in order (gcc, g++, clang, hipcc, the cosmocc driver);
+    ``via_preprocessor``: each behind ``-Xpreprocessor`` (gcc and g++ compiles only, not links)."""
+    flags = [f"{FLAG}={old}={new}" for old, new in maps]
+    return [word for flag in flags for word in (VIA_PREPROCESSOR, flag)] if via_preprocessor else flags
+
+
+def nvcc_flags(maps: list[tuple[str, str]], via_preprocessor: bool = False) -> list[str]:
     """The same for nvcc's host compiler: ``-Xcompiler=`` splits at commas, so such a pair is left out."""
-    return [f"-Xcompiler={flag}" for flag in gcc_flags(maps) if "," not in flag]
+    head = f"-Xcompiler={VIA_PREPROCESSOR}," if via_preprocessor else "-Xcompiler="
+    return [head + flag for flag in gcc_flags(maps) if "," not in flag]
 
 
 def prefix_maps(project: str, src: str | None, build_dir: str | None,

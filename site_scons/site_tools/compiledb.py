@@ -94,7 +94,7 @@ def _compile_alias(env, path: str) -> None:
 
 def _entry(env, target, source, command_var, transform) -> dict:
     # without CCWRAPPER's launcher: an IDE wants the compiler as argv[0]
-    bare = env.Override({var: [] for var in launchers.ARGV_VARS.values()})
+    bare = env.Override(launchers.construction_vars("", []))
     lines = bare.subst_list("$" + command_var, SCons.Subst.SUBST_CMD, target=[target], source=[source])
     arguments = [str(a) for a in lines[0]]
     if transform is not None:

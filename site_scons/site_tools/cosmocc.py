@@ -12,10 +12,11 @@ Builders: FatObject, FatLibrary, FatProgram, ZipStore, Gperf; methods: SayToolch
 Construction variables read: FAT_TOOLCHAIN (else COSMOCC; set to the toolchain used), SRC, BUILD_DIR (the
 prefix maps), IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES, VERBOSE, COMPILEDB_ARCH, SOURCE_DATE_EPOCH,
 ZIPSTORE_TREE, ZIPSTORE_PATHS, ENV (its OPENCOTI_FAT_LAUNCHER: CCWRAPPER, which the stand-in
-driver runs each half behind; opencoti_build.launchers). Set where unset: FATCC, FATCXX, FATAR, FATARFLAGS, FATLINK, FATCCFLAGS,
-FATCXXFLAGS, FATCPPFLAGS, FAT_TARGET_ARCH, FATEXTRAFLAGS, FATLINKFLAGS, FATLIBS, FATPREFIXMAPS, FATCCCOMSTR,
+driver runs each half behind; opencoti_build.launchers), CCWRAPPER_MAPS_VIA_PREPROCESSOR. Set where unset: FATCC, FATCXX, FATAR, FATARFLAGS, FATLINK, FATCCFLAGS,
+FATCXXFLAGS, FATCPPFLAGS, FAT_TARGET_ARCH, FATEXTRAFLAGS, FATLINKFLAGS, FATLIBS, FAT_PATH_MAPS, FATPREFIXMAPS
+(the link's), FATCCCOMSTR,
 FATARCOMSTR, FATLINKCOMSTR, CPPDEFPREFIX, CPPDEFSUFFIX (and IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES
-empty). Set: FATCCCOM, FATCXXCOM, _FATINCFLAGS, _fat_dir_flags.
+empty). Set: FATCCCOM, FATCXXCOM, _FATINCFLAGS, _FATCOMPILEMAPS (site_tools/compile_maps.py), _fat_dir_flags.
 """
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ from opencoti_build import build_lock, fatcc, zip_sources
 from opencoti_build.errors import UserError
 from opencoti_build.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
-from opencoti_build.prefix_maps import path_maps, prefix_maps, remap
+from opencoti_build.prefix_maps import gcc_flags, path_maps, remap
 from opencoti_build.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
+from site_tools.compile_maps import compile_maps
 from site_tools.include_scanner import include_scanner
 
 
@@ -261,9 +263,11 @@ def generate(env) -> None:
                            "${_fat_dir_flags('-isystem', ISYSTEMPATH)}")
     # -ffile-prefix-map for the checkout, SRC and BUILD_DIR (opencoti_build.prefix_maps): both halves of
     # every compile and the link, whatever a package's recipe resets; outputs then name no absolute path.
-    env.SetDefault(FATPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in
-                                  prefix_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))])
-    common = "$FATCPPFLAGS $_FATINCFLAGS $_CPPDEFFLAGS $FATCCFLAGS $FATPREFIXMAPS"
+    env.SetDefault(FAT_PATH_MAPS=path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR")))
+    env.SetDefault(FATPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in gcc_flags(env["FAT_PATH_MAPS"])])
+    # A launcher reaches the stand-in's halves only (FAT_LAUNCHER_ENV): they take the maps as it wants them
+    env["_FATCOMPILEMAPS"] = compile_maps("FAT_PATH_MAPS") if toolchain.kind == "stand-in" else "$FATPREFIXMAPS"
+    common = "$FATCPPFLAGS $_FATINCFLAGS $_CPPDEFFLAGS $FATCCFLAGS $_FATCOMPILEMAPS"
     # The short lines (VERBOSE=1 prints the commands instead: the *_str functions above).
     env.SetDefault(FATCCCOMSTR="FATCC ${TARGETS[0]} (+ .aarch64)", FATARCOMSTR="FATAR ${TARGETS[0]} (+ .aarch64)",
                    FATLINKCOMSTR="FATLINK ${TARGETS[0]} (+ .com.dbg, .aarch64.elf)")

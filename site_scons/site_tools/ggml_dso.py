@@ -2,10 +2,12 @@
 
 API (after ``env.Tool('ggml_dso')``):
 
-``env.GccPrefixMaps() -> list``
-    gcc/g++/clang's ``-ffile-prefix-map`` flags for the checkout, ``$SRC`` and ``$BUILD_DIR``
-    (``opencoti_build.prefix_maps``): every compile and link of a DSO takes them, so the DSO's bytes do
-    not depend on where the checkout, the tree or the build directory are.
+``env.GccCompileEnv(**replace) -> Environment``
+    A clone compiling a DSO's C/C++ with the host gcc/g++ (the ggml core, Vulkan's C++): ``replace`` set on
+    it, then gcc's ``-ffile-prefix-map`` for the checkout, ``$SRC`` and ``$BUILD_DIR`` after its CCFLAGS
+    (``opencoti_build.prefix_maps``, spelled for CCWRAPPER by site_tools/compile_maps.py), CCWRAPPER in front
+    of gcc/g++ and compile-database entries. Every compile and link of a DSO takes the maps, so the DSO's
+    bytes do not depend on where the checkout, the tree or the build directory are.
 
 ``env.GgmlDso(spec, objects, *, linker, link_flags=(), libs=(), static_runtime=..., archs=(),
               lib_dirs=(), stub_dirs=(), link_prefix_maps=None) -> Node``
@@ -48,7 +50,8 @@ import SCons.Subst
 from SCons.Script import Action
 
 from opencoti_build import backends, dso_verification, launchers, sources
-from opencoti_build.prefix_maps import prefix_maps
+from opencoti_build.prefix_maps import gcc_flags, path_maps
+from site_tools.compile_maps import compile_maps
 
 CORE_FLAGS: tuple[str, ...] = ("-O2",)  # SharedObject adds -fPIC
 GCC_STATIC_RUNTIME: tuple[str, ...] = ("-static-libstdc++", "-static-libgcc")
@@ -92,27 +95,33 @@ def _warn_shadow(target: list[Any], source: list[Any], env: Any) -> None:
         out.write(finding)
 
 
-def gcc_prefix_maps(env: Any) -> list[Any]:
-    """gcc's -ffile-prefix-map flags for the checkout, SRC and BUILD_DIR (opencoti_build.prefix_maps)."""
-    return [SCons.Subst.Literal(flag) for flag in prefix_maps(env.Dir("#").abspath, env["SRC"], env["BUILD_DIR"])]
+def _path_maps(env: Any) -> list[tuple[str, str]]:
+    """The checkout's, SRC's and BUILD_DIR's (OLD, NEW) pairs (opencoti_build.prefix_maps)."""
+    return path_maps(env.Dir("#").abspath, env["SRC"], env["BUILD_DIR"])
+
+
+def gcc_compile_env(env: Any, **replace: Any) -> Any:
+    """A clone that compiles a DSO's C and C++ with the host gcc/g++ (``replace`` set on it): the prefix maps
+    after its CCFLAGS (spelled as CCWRAPPER wants them), CCWRAPPER in front, compile-database entries."""
+    cc = env.Clone(CC="gcc", CXX="g++")
+    for tool in ("gcc", "g++"):
+        cc.Tool(tool)
+    cc.Replace(**replace, GCC_PATH_MAPS=_path_maps(env), _GCCCOMPILEMAPS=compile_maps("GCC_PATH_MAPS"))
+    cc.Append(CCFLAGS=["$_GCCCOMPILEMAPS"])
+    cc.SetDefault(**launchers.construction_vars("", []))
+    for com in ("SHCCCOM", "SHCXXCOM"):  # CCWRAPPER before gcc/g++, outside the signature
+        cc[com] = launchers.prefixed(cc[com])
+    if hasattr(cc, "CompileDbObjectBuilders"):  # the compiledb tool is loaded
+        cc.CompileDbObjectBuilders()
+    return cc
 
 
 def _ggml_core_objects(env: Any) -> list[Any]:
     key = (env["SRC"], env["BUILD_DIR"])
     if key not in _core_objects:
-        core = env.Clone(CC="gcc", CXX="g++")
-        for tool in ("gcc", "g++"):
-            core.Tool(tool)
-        core.Replace(
-            CCFLAGS=list(CORE_FLAGS) + gcc_prefix_maps(env), CFLAGS=["-std=gnu11"], CXXFLAGS=["-std=gnu++17"],
-            CPPDEFINES=list(backends.DSO_DEFINES),
-            CPPPATH=[os.path.join(env["SRC"], d) for d in sources.GGML_CORE_INCLUDES],
-        )
-        core.SetDefault(**launchers.argv_vars("", []))
-        for com in ("SHCCCOM", "SHCXXCOM"):  # CCWRAPPER before gcc/g++, outside the signature
-            core[com] = launchers.prefixed(core[com])
-        if hasattr(core, "CompileDbObjectBuilders"):  # the compiledb tool is loaded
-            core.CompileDbObjectBuilders()
+        core = gcc_compile_env(env, CCFLAGS=list(CORE_FLAGS), CFLAGS=["-std=gnu11"], CXXFLAGS=["-std=gnu++17"],
+                               CPPDEFINES=list(backends.DSO_DEFINES),
+                               CPPPATH=[os.path.join(env["SRC"], d) for d in sources.GGML_CORE_INCLUDES])
         objects = []
         for rel in sources.core_sources(env["SRC"]):
             # keep the extension in the object name: ggml.c and ggml.cpp both exist upstream
@@ -139,7 +148,8 @@ def ggml_dso(env: Any, spec: backends.Backend, objects: Sequence[Any], *, linker
         DSO_BACKEND=spec.name, DSO_LINKER=linker, DSO_LINKFLAGS=list(link_flags), DSO_LIBS=list(libs),
         DSO_STATIC_RUNTIME=list(static_runtime), DSO_ARCHS=list(archs),
         DSO_LIB_DIRS=list(lib_dirs), DSO_STUB_DIRS=list(stub_dirs),
-        DSO_PREFIXMAPS=list(gcc_prefix_maps(env) if link_prefix_maps is None else link_prefix_maps),
+        DSO_PREFIXMAPS=list([SCons.Subst.Literal(flag) for flag in gcc_flags(_path_maps(env))]
+                            if link_prefix_maps is None else link_prefix_maps),
     )
     mirror = env.Command(
         os.path.join(env["ENV"]["HOME"], ".llamafile", "v", version, spec.dso_name), dso,
@@ -159,7 +169,7 @@ def ggml_dso(env: Any, spec: backends.Backend, objects: Sequence[Any], *, linker
 
 
 def generate(env: Any) -> None:
-    env.AddMethod(gcc_prefix_maps, "GccPrefixMaps")
+    env.AddMethod(gcc_compile_env, "GccCompileEnv")
     env.AddMethod(ggml_dso, "GgmlDso")
 
 

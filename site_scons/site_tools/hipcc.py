@@ -63,7 +63,7 @@ def generate(env: Environment) -> None:
         # CCWRAPPER in front of hipcc, outside the signature (opencoti_build.launchers)
         HIPCCCOM=launchers.prefixed("$HIPCC -x hip -c -o $TARGET $HIPCCFLAGS $HIPCCPREFIXMAPS $_HIP_ARCH_FLAGS "
                                     "$_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES", "hipcc"),
-        **launchers.argv_vars("", []),
+        **launchers.construction_vars("", []),
     )
     env.AppendUnique(CPPDEFINES=list(BASE_DEFINES))
     env["BUILDERS"]["HipObject"] = Builder(

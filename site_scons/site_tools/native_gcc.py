@@ -25,10 +25,12 @@ Methods:
 Loading the tool raises webui.WebUiError for a checkout with part of the web UI's assets.
 
 Construction variables read: NATIVE_LLAMACPP, NATIVE_OUT, SRC, BUILD_DIR (the prefix maps), VERBOSE,
-CPU_ONLY, FA_ALL_QUANTS, ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none). Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS, CPPFLAGS, CPPDEFINES,
+CPU_ONLY, FA_ALL_QUANTS, ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none),
+CCWRAPPER_MAPS_VIA_PREPROCESSOR. Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS, CPPFLAGS, CPPDEFINES,
 CPPPATH, IQUOTEPATH, ISYSTEMPATH, _IQUOTEFLAGS, _ISYSTEMFLAGS, LINKFLAGS, SHLINKFLAGS, ARFLAGS, RANLIBCOM,
 CCCOM, CXXCOM, SHCCCOM and SHCXXCOM behind the launcher,
-the ``*COMSTR`` lines of steplines.NATIVE, NATIVE_MACHINE, NATIVE_PATH_MAPS, NATIVE_DEFAULTS (the lane's
+the ``*COMSTR`` lines of steplines.NATIVE, NATIVE_MACHINE, NATIVE_PATH_MAPS, _NATIVECOMPILEMAPS (the compiles'
+prefix maps, site_tools/compile_maps.py), NATIVE_DEFAULTS (the lane's
 package_flags.LaneDefaults), NATIVE_STAMPS (the version stamps), NATIVE_WEBUI (the UI compiled in).
 """
 from __future__ import annotations
@@ -46,6 +48,7 @@ from SCons.Script import Action
 from opencoti_build import cuda_sources, errors, launchers, native_lane, package_flags, prefix_maps, sources, steplines, templates, webui
 from opencoti_build.toolchains import cuda as cuda_toolchain
 from site_tools.compiledb import object_emitter
+from site_tools.compile_maps import compile_maps
 from site_tools.include_scanner import include_scanner
 
 TOOLS = ("gcc", "g++", "ar")
@@ -164,11 +167,12 @@ def generate(env: Any) -> None:
     machine = platform.machine()
     # -ffile-prefix-map for the checkout, SRC, LLAMACPP and BUILD_DIR: objects and binaries name no path of them
     path_maps = prefix_maps.path_maps(env.Dir("#").abspath, env["SRC"], env["BUILD_DIR"], env["NATIVE_LLAMACPP"])
-    map_flags = prefix_maps.gcc_flags(path_maps)
-    defaults = native_lane.lane_defaults(machine, map_flags)
+    map_flags = prefix_maps.gcc_flags(path_maps)  # the links'; the compiles' are spelled for CCWRAPPER
+    defaults = native_lane.lane_defaults(machine, ["$_NATIVECOMPILEMAPS"])
     llamacpp = env["NATIVE_LLAMACPP"]  # the lane reads llama.cpp/ paths only: the checkout serves as the root
     env.Replace(
         CC="gcc", CXX="g++", LINK="g++", SHLINK="g++", NATIVE_MACHINE=machine, NATIVE_PATH_MAPS=path_maps,
+        _NATIVECOMPILEMAPS=compile_maps("NATIVE_PATH_MAPS"),
         NATIVE_DEFAULTS=defaults, NATIVE_STAMPS=sources.tree_stamps(llamacpp, llama=llamacpp),
         NATIVE_WEBUI=webui.enabled(llamacpp, llama=llamacpp),
         CCFLAGS=list(defaults.ccflags), CXXFLAGS=native_lane.native_flags(sources.DEFAULT_CXXFLAGS),
@@ -180,7 +184,7 @@ def generate(env: Any) -> None:
         ARFLAGS=["rcsD"], RANLIBCOM="",  # deterministic archives, indexed by ar itself
     )
     env.Replace(**steplines.short_forms(steplines.NATIVE, env["VERBOSE"]))  # VERBOSE=1: the commands
-    env.SetDefault(**launchers.argv_vars("", []))
+    env.SetDefault(**launchers.construction_vars("", []))
     for com in COMPILE_COMMANDS:  # CCWRAPPER before gcc/g++, outside the signature (opencoti_build.launchers)
         env[com] = launchers.prefixed(env[com])
     env["BUILDERS"]["NativeObject"] = _object_builder("CCCOM", "CXXCOM", ".o", StaticObjectEmitter)

@@ -10,10 +10,11 @@ emitter registers each object with ``env.CompileDbEntry`` when the compiledb too
 
 Construction variables read: ``NVCCFLAGS``, ``CPPDEFINES``, ``CPPPATH`` (and their ``_CPPDEFFLAGS``/
 ``_CPPINCFLAGS``), ``NVCC_PATH_MAPS`` (default: the checkout, ``SRC``, ``BUILD_DIR``), ``NVCCCOMSTR``,
-``CCWRAPPER_NVCC_ARGV`` (the launcher in front of nvcc, unsigned; default none).
+``CCWRAPPER_NVCC_ARGV`` (the launcher in front of nvcc, unsigned; default none), ``CCWRAPPER_MAPS_VIA_PREPROCESSOR``.
 Set by ``UseToolchain``: ``NVCC``, ``CUDA_ARCH_LIST`` (names like ``sm_120f``), ``CUDA_GENCODE``,
 ``NVCC_REPRODUCIBLE``, ``BACKEND_TOOLCHAIN`` (the toolkit, for the manifest). Set by the tool:
-``NVCCCOM``, ``NVCCPREFIXMAPS`` (nvcc's -ffile-prefix-map words, also for the DSO link), defaults for the
+``NVCCCOM``, ``NVCCPREFIXMAPS`` (nvcc's -ffile-prefix-map words, for the DSO link), ``_NVCCCOMPILEMAPS``
+(the compile's, site_tools/compile_maps.py), defaults for the
 rest and for ``INCPREFIX``/``CPPDEFPREFIX``.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from SCons.Script import Action
 
 from opencoti_build import compdb, launchers, prefix_maps, toolchains
 from opencoti_build.toolchains import cuda
+from site_tools.compile_maps import compile_maps
 from site_tools.include_scanner import include_scanner
 
 CUDA_SUFFIXES = (".cu", ".cuh")
@@ -78,9 +80,10 @@ def generate(env: Any) -> None:
     env["_nvcc_prefix_maps"] = _nvcc_prefix_maps
     env["_nvcc_source_name"] = _nvcc_source_name
     env["NVCCPREFIXMAPS"] = "${_nvcc_prefix_maps(NVCC_PATH_MAPS)}"
-    env.SetDefault(**launchers.argv_vars("", []))
+    env["_NVCCCOMPILEMAPS"] = compile_maps("NVCC_PATH_MAPS", nvcc=True)  # as CCWRAPPER wants them
+    env.SetDefault(**launchers.construction_vars("", []))
     # CCWRAPPER in front of nvcc, outside the signature (opencoti_build.launchers)
-    env["NVCCCOM"] = launchers.prefixed("$NVCC -c $NVCCFLAGS $NVCCPREFIXMAPS $NVCC_REPRODUCIBLE "
+    env["NVCCCOM"] = launchers.prefixed("$NVCC -c $NVCCFLAGS $_NVCCCOMPILEMAPS $NVCC_REPRODUCIBLE "
                                         "${_nvcc_source_name(SOURCES, NVCC_PATH_MAPS)} "
                                         "$CUDA_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS -o $TARGET $SOURCES", "nvcc")
     env["BUILDERS"]["CudaObject"] = Builder(

@@ -1,0 +1,28 @@
+"""A compile command's prefix maps, spelled for the launcher in front of the compiler (CCWRAPPER).
+
+Not a tool: the compiling tools (cosmocc, ggml_dso, native_gcc, nvcc) set ``env["_XMAPS"] =
+compile_maps("X_PATH_MAPS")`` and put ``$_XMAPS`` in their compile commands. It expands to the words of
+``opencoti_build.prefix_maps`` for the ``(OLD, NEW)`` pairs in ``$X_PATH_MAPS``: always the plain
+``-ffile-prefix-map=OLD=NEW`` in a signature, and behind ``-Xpreprocessor`` in the command that runs when
+the launcher keys on options as written (launchers.MAPS_VIA_PREPROCESSOR_VAR: sccache). Both spellings give
+the same objects, so turning CCWRAPPER on or off rebuilds nothing. Links keep the plain spelling.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import SCons.Subst
+
+from opencoti_build import launchers, prefix_maps
+
+
+def compile_maps(maps_var: str, nvcc: bool = False) -> Callable[..., list[Any]]:
+    """A callable construction variable: the prefix-map words of ``$maps_var`` (gcc's, or nvcc's ``-Xcompiler=``)."""
+    spell = prefix_maps.nvcc_flags if nvcc else prefix_maps.gcc_flags
+
+    def words(target: Any, source: Any, env: Any, for_signature: bool) -> list[Any]:
+        via = bool(env.get(launchers.MAPS_VIA_PREPROCESSOR_VAR)) and not for_signature
+        return [SCons.Subst.Literal(word) for word in spell(env[maps_var], via)]
+
+    return words
