@@ -9,17 +9,20 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from bench import servers
 from conftest import MINI_TREE, PROJECT, copy_checkout, scons, scons_command
-from opencoti_build import cache_entry
+from opencoti_build import cache_entry, remote_cache
 from packaging_support import write_gguf
 
 SEED = int(os.environ.get("OPENCOTI_FAULT_SEED", "20261130"))
@@ -291,6 +294,64 @@ def test_package_killed_at_a_random_moment_leaves_pairs_that_verify(package_spac
     assert not [p.name for p in dist.iterdir() if p.name.endswith(".tmp")], "a temporary file outlived the next run"
     assert len(list(dist.glob("*.MANIFEST.json"))) == 2
     verify_dist(ws)
+
+
+@pytest.fixture(scope="module")
+def remote_space(tmp_path_factory: pytest.TempPathFactory, references) -> Iterator[tuple[Workspace, servers.RedisServer]]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server (scripts/install-deps)")
+    pytest.importorskip("redis")
+    server = servers.RedisServer()
+    try:
+        yield Workspace(tmp_path_factory.mktemp("remote"), references), server
+    finally:
+        server.stop()
+
+
+def remote_tier(stdout: str, url: str) -> dict[str, int]:
+    """The Redis tier's counters in a build's ``cache:`` line."""
+    found = re.search(rf"^cache: local .*; {re.escape(url)} (\d+) hits / (\d+) misses / (\d+) corrupt / (\d+) pushed$",
+                      stdout, re.M)
+    assert found, stdout
+    return dict(zip(("hits", "misses", "corrupt", "pushed"), map(int, found.groups())))
+
+
+# What is in which tier when the build is killed: nothing anywhere (compiles, pushes to both tiers), the
+# remote only (pulls filling the local tier), or a header edit over both (compiles among hits).
+REMOTE_SCENARIOS = ("cold", "remote-only", "header-edit")
+REMOTE_KILL_WINDOW_S = {"cold": 9.0, "remote-only": 3.0, "header-edit": 4.0}
+
+
+@pytest.mark.parametrize("trial", range(15 * SCALE))
+def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(remote_space, trial: int) -> None:
+    ws, server = remote_space
+    rng = random.Random(f"{SEED}-remote-{trial}")
+    scenario = REMOTE_SCENARIOS[trial % len(REMOTE_SCENARIOS)]
+    url = f"CACHE_URL={server.url}"
+    shutil.rmtree(ws.out, ignore_errors=True)
+    if scenario == "cold":
+        server.client.flushall()
+    if scenario != "header-edit":
+        shutil.rmtree(ws.cache, ignore_errors=True)
+    else:
+        ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != ws.variant]))
+    proc = ws.start(url)
+    time.sleep(rng.uniform(0.3, REMOTE_KILL_WINDOW_S[scenario]))
+    kill(proc, whole_group=rng.random() < 0.7)
+
+    rebuilt = ws.build(url)
+    assert "Traceback" not in rebuilt.stdout + rebuilt.stderr and "WARN" not in rebuilt.stdout, rebuilt.stdout
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)
+    for key in server.client.keys(remote_cache.KEY_PREFIX + "*"):  # raises CorruptEntry
+        remote_cache.unpack(server.client.get(key), key.decode())
+    # What the killed run and the rebuild left in Redis is right, not only whole: the remote tier alone
+    # (an empty local cache, no outputs) gives a clean build's bytes
+    shutil.rmtree(ws.out)
+    shutil.rmtree(ws.cache)
+    alone = ws.build(url)
+    assert remote_tier(alone.stdout, server.url)["hits"] > 0 and remote_tier(alone.stdout, server.url)["corrupt"] == 0
+    ws.assert_clean_equivalent()
 
 
 def read_only_mount_works(path: Path) -> bool:
