@@ -99,3 +99,19 @@ def test_the_stand_in_runs_each_half_behind_the_launcher(tmp_path: Path, monkeyp
     assert fatcc.main("cosmocc", ["-c", "-o", str(tmp_path / "a.o"), str(tmp_path / "a.c")]) == 0
     assert sorted(log.read_text().split()) == ["aarch64-linux-gnu-gcc", "gcc"]
     assert (tmp_path / ".aarch64" / "a.o").is_file()
+
+
+def test_sccache_with_a_dist_scheduler_gets_the_plain_maps(tmp_path: Path) -> None:
+    """A build server compiles without the preprocessor's options: distributing, the maps stay plain."""
+    conf = tmp_path / "sccache.conf"
+    conf.write_text('[dist]\nscheduler_url = "http://127.0.0.1:10600"\ntoolchains = []\n')
+    var = launchers.MAPS_VIA_PREPROCESSOR_VAR
+    assert launchers.construction_vars("sccache", ["sccache"], {"SCCACHE_CONF": str(conf)})[var] is False
+    home = tmp_path / "home"
+    (home / ".config" / "sccache").mkdir(parents=True)
+    (home / ".config" / "sccache" / "config").write_text(conf.read_text())
+    assert launchers.construction_vars("sccache", ["sccache"], {"HOME": str(home)})[var] is False
+    for text in ("", "[cache.redis]\nendpoint = 'redis://127.0.0.1:1'\n", "[dist]\ntoolchains = []\n", "not toml ["):
+        conf.write_text(text)
+        assert launchers.construction_vars("sccache", ["sccache"], {"SCCACHE_CONF": str(conf)})[var] is True, text
+    assert launchers.construction_vars("sccache", ["sccache"], {"HOME": str(tmp_path / "nobody")})[var] is True

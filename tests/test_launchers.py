@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from bench import servers
-from conftest import MINI_TREE, NVCC13_ROOT, compiled, copy_checkout, dso_paths, scons
+from conftest import MINI_TREE, NVCC13_ROOT, PROJECT, compiled, copy_checkout, dso_paths, scons
 from launcher_servers import distccd, sccache_dist, sccache_env, sccache_stats, sccache_stop, wait_dist_ready
 
 from opencoti_build import backends, dso_verification, summary
@@ -165,22 +165,53 @@ def test_distcc_sends_both_halves_to_distccd(plain, tmp_path: Path) -> None:
     for compiler, source in done:
         arches.setdefault(Path(source).name, set()).add(compiler.split("-")[0])
     assert all(arches.get(Path(obj).name[: -len(".o")]) == {"x86_64", "aarch64"} for obj in fat), arches
-    got, want = outputs(tmp_path), outputs(reference)
-    assert got.keys() == want.keys()
-    differing = [rel for rel in got if got[rel] != want[rel]]
-    if differing:
-        # Every difference must be in the objects' debug info (archives and links carry it on)
-        objects = [rel for rel in differing if rel.endswith(".o")]
-        assert objects and all(rel.endswith((".o", ".a")) or "/llamafile/" in f"/{rel}" for rel in differing)
-        scratch = tmp_path / "stripped"
-        scratch.mkdir()
-        for rel in objects:
-            assert without_debug_info(tmp_path / "out" / "o" / rel, scratch) == \
-                without_debug_info(reference / "out" / "o" / rel, scratch), rel
+    if differs_only_in_debug_info(tmp_path, reference, tmp_path / "stripped"):
         pytest.xfail("distcc preprocesses here (gcc -E) and compiles the text there: gcc -E moves tokens to other "
                      "columns, so DW_AT_decl_column and the line table's columns differ in objects built with -g "
                      "(without their debug sections the objects are equal; -gno-column-info made one such object "
-                     "identical, but that changes every build's output)")
+                     "identical, but that changes every build's output; -E -fdirectives-only, as icecream does, keeps "
+                     "the columns, but the server's compile then needs -fdirectives-only, which gcc records in "
+                     "DW_AT_producer)")
+
+
+def differs_only_in_debug_info(build: Path, reference: Path, scratch: Path) -> bool:
+    """Whether any output under ``build`` differs from ``reference``'s; fails unless every difference is in the
+    objects' debug info (archives and links carry it on)."""
+    got, want = outputs(build), outputs(reference)
+    assert got.keys() == want.keys()
+    differing = [rel for rel in got if got[rel] != want[rel]]
+    objects = [rel for rel in differing if rel.endswith(".o")]
+    assert all(rel.endswith((".o", ".a")) or "/llamafile/" in f"/{rel}" for rel in differing), differing
+    named = [rel for rel in objects if str(PROJECT).encode() in (build / "out" / "o" / rel).read_bytes()]
+    assert not named, f"the prefix maps did not reach these compiles: {named}"
+    assert objects or not differing, differing
+    scratch.mkdir(exist_ok=True)
+    for rel in objects:
+        assert without_debug_info(build / "out" / "o" / rel, scratch) == \
+            without_debug_info(reference / "out" / "o" / rel, scratch), rel
+    return bool(differing)
+
+
+def test_sccache_dist_compiles_both_fat_halves_remotely(plain, tmp_path: Path,
+                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
+    if not shutil.which("sccache-dist") or not shutil.which("bwrap"):
+        pytest.skip("needs sccache-dist and bubblewrap (scripts/install-deps)")
+    reference, fat = plain
+    toolchains = tmp_path_factory.getbasetemp() / "sccache-dist-toolchains"
+    with sccache_dist(tmp_path / "dist", toolchains) as (client_conf, _):
+        env = sccache_env(tmp_path / "client", client_conf)
+        try:
+            wait_dist_ready(env)
+            # -j1: the one build server takes as many jobs as it has CPUs; more would fall back to local
+            proc = scons("-j1", f"SRC={MINI_TREE}", "CACHE_DIR=", "CCWRAPPER=sccache", build=tmp_path, env_extra=env)
+        finally:
+            sccache_stop(env)
+    counts = launcher_line(proc, "sccache")
+    assert counts["compile requests"] == counts["misses"] == counts["distributed"] == 2 * len(fat), proc.stdout
+    if differs_only_in_debug_info(tmp_path, reference, tmp_path / "stripped"):
+        pytest.xfail("sccache-dist preprocesses here and compiles the text on the build server: as with distcc, "
+                     "gcc -E moves tokens to other columns, so objects built with -g differ from a local build in "
+                     "their debug info's columns only")
 
 
 @pytest.mark.parametrize("value, says", [

@@ -17,8 +17,10 @@ import os
 import shutil
 import subprocess
 import sysconfig
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from opencoti_build.errors import UserError
 
@@ -39,7 +41,8 @@ class Launcher:
     env_prefixes: tuple[str, ...]  # the caller's variables that reach the launcher
     install: str  # the fix the error names when the program is not found
     compilers: frozenset[str]  # the kinds of ARGV_VARS it runs in front of
-    maps_via_preprocessor: bool = False  # it keys on the options as written (sccache < 0.19): prefix_maps
+    # It keys on the options as written (sccache < 0.19): prefix_maps.VIA_PREPROCESSOR (unless it distributes)
+    maps_via_preprocessor: bool = False
 
 
 LAUNCHERS: Mapping[str, Launcher] = {
@@ -67,13 +70,37 @@ def find(name: str, path: str) -> str:
     return os.path.abspath(found)
 
 
-def construction_vars(name: str, argv: Sequence[object]) -> dict[str, list[object] | bool]:
+def construction_vars(name: str, argv: Sequence[object],
+                      environ: Mapping[str, str] | None = None) -> dict[str, list[object] | bool]:
     """Each of ARGV_VARS set to ``argv`` where the launcher ``name`` takes that compiler, else to [];
-    MAPS_VIA_PREPROCESSOR_VAR as the launcher wants it."""
+    MAPS_VIA_PREPROCESSOR_VAR as the launcher wants it with the commands' environment ``environ``: not when
+    it distributes, since sccache-dist hands a build server the preprocessed text and the compile's options
+    without the preprocessor's, so the server would compile without the maps."""
     launcher = LAUNCHERS[name] if name else None
     compilers = launcher.compilers if launcher else frozenset()
+    via = bool(launcher and launcher.maps_via_preprocessor) and not distributes(name, environ or {})
     return {**{var: list(argv) if kind in compilers else [] for kind, var in ARGV_VARS.items()},
-            MAPS_VIA_PREPROCESSOR_VAR: bool(launcher and launcher.maps_via_preprocessor)}
+            MAPS_VIA_PREPROCESSOR_VAR: via}
+
+
+def sccache_config(environ: Mapping[str, str]) -> Path:
+    """The config file an sccache server started with ``environ`` reads: SCCACHE_CONF, else ~/.config/sccache/config
+    (the build's commands carry no XDG_CONFIG_HOME)."""
+    given = environ.get("SCCACHE_CONF")
+    return Path(given) if given else Path(environ.get("HOME", "/"), ".config", "sccache", "config")
+
+
+def distributes(name: str, environ: Mapping[str, str]) -> bool:
+    """Whether the launcher ``name`` sends compiles to build servers as configured for ``environ``: sccache with a
+    ``[dist]`` ``scheduler_url`` in its config file (a server already running keeps the config it started with)."""
+    if name != "sccache":
+        return False
+    try:
+        config = tomllib.loads(sccache_config(environ).read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # no file: sccache's defaults; a broken one: sccache itself says so
+    dist = config.get("dist")
+    return isinstance(dist, dict) and bool(dist.get("scheduler_url"))
 
 
 def prefixed(command: str, compiler: str = "gcc") -> str:
