@@ -274,6 +274,8 @@ def assert_same_but_host_step_names(build: Path, local: Path, scratch: Path) -> 
     for obj in objects:
         mine = build / obj.relative_to(local)
         assert without_host_step_name(mine, scratch) == without_host_step_name(obj, scratch), obj
+    named = [p for p in (build / "out" / "backends").rglob("*.o") if str(PROJECT).encode() in p.read_bytes()]
+    assert not named, f"the prefix maps did not reach these compiles: {named}"  # the ggml core's too
     dso, reference = dso_paths("cuda", build)[0], dso_paths("cuda", local)[0]
     assert section(dso, ".nv_fatbin", scratch) == section(reference, ".nv_fatbin", scratch)
     assert dso_verification.verification_error(str(dso), backends.get("cuda"), ["sm_75"]) is None
