@@ -1,8 +1,9 @@
 """Part 3: packaging a multi-GiB GGUF into an embedder artifact, against `cp` of the same file.
 
 The model is a GGUF v3 header followed by dense data (a repeated random block, so no filesystem
-hole or compression shortcut flatters either side). Each run: ``cp`` the model to the same disk, then
-change 8 bytes of the model (new content, new stamp) and ``scons package HOST=<pledge> MODEL=… CPU_ONLY=1
+hole or compression shortcut flatters either side). Every timed command starts after ``sync``. Each run:
+``cp`` the model to the same disk, and ``cp`` then ``sync`` of the copy (the bytes on the disk, as the
+packager's fsync leaves its artifact); change 8 bytes of the model (new content, new stamp) and ``scons package HOST=<pledge> MODEL=… CPU_ONLY=1
 ARGS=…`` (the first run writes the bare artifact too; later ones repackage only the embedder, as a changed
 model does), then ``opencoti-build verify`` of the embedder; and ``zipappend.append`` alone in a child
 Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,21 +74,25 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     try:
         write_model(model, size)
         for i in range(runs):
-            copy = run(["cp", model, work / "copy.gguf"])
+            copy = settled(["cp", model, work / "copy.gguf"])
+            (work / "copy.gguf").unlink()
+            # the same bytes on the disk, as the packager leaves its artifact (coreutils' `sync FILE`: fsync)
+            durable_copy = settled(["sh", "-c", 'cp "$0" "$1" && sync "$1"', model, work / "copy.gguf"])
             (work / "copy.gguf").unlink()
             change_model(model, i)
-            package = run(argv, env=env)
+            package = settled(argv, env=env)
             if package.returncode != 0:
                 raise RuntimeError(f"scons package failed:\n{package.output[-2000:]}")
             embedder = next((build / "dist" / "llamafile").glob("opencoti-embedder-*.llamafile"))
-            direct = run([sys.executable, "-c", _DIRECT, host, model, work / "direct.llamafile"], env=env)
+            direct = settled([sys.executable, "-c", _DIRECT, host, model, work / "direct.llamafile"], env=env)
             (work / "direct.llamafile").unlink(missing_ok=True)
             if direct.returncode != 0:
                 raise RuntimeError(f"zipappend failed:\n{direct.output[-2000:]}")
-            verify = run([sys.executable, "-m", "opencoti_build", "verify", embedder], env=env)
+            verify = settled([sys.executable, "-m", "opencoti_build", "verify", embedder], env=env)
             if verify.returncode != 0:
                 raise RuntimeError(f"verify failed:\n{verify.output[-2000:]}")
-            rows.append({"cp_wall": copy.wall, "package_wall": package.wall, "package_rss_kib": package.max_rss_kib,
+            rows.append({"cp_wall": copy.wall, "cp_fsync_wall": durable_copy.wall,
+                         "package_wall": package.wall, "package_rss_kib": package.max_rss_kib,
                          "append_wall": direct.wall, "append_rss_kib": direct.max_rss_kib,
                          "verify_wall": verify.wall, "verify_rss_kib": verify.max_rss_kib,
                          "artifact_bytes": embedder.stat().st_size})
@@ -97,6 +103,16 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
         "size": size, "runs": rows, "medians": med,
         "cp_gib_s": size / GIB / med["cp_wall"], "package_gib_s": size / GIB / med["package_wall"],
         "append_gib_s": size / GIB / med["append_wall"], "verify_gib_s": size / GIB / med["verify_wall"],
+        "cp_fsync_gib_s": size / GIB / med["cp_fsync_wall"],
         "ratios": [r["package_wall"] / r["cp_wall"] for r in rows],
         "ratio_median": median([r["package_wall"] / r["cp_wall"] for r in rows]),
+        "fsync_ratios": [r["package_wall"] / r["cp_fsync_wall"] for r in rows],
+        "fsync_ratio_median": median([r["package_wall"] / r["cp_fsync_wall"] for r in rows]),
     }
+
+
+def settled(argv: list, env: dict | None = None):
+    """``run(argv)`` once the disk has taken every earlier write (`sync`): the writeback of one command's
+    output is not timed as part of the next."""
+    subprocess.run(["sync"], check=True)
+    return run(argv, env=env)

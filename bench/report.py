@@ -181,23 +181,29 @@ def _packaging(results: dict) -> list[str]:
     for p in results["packaging"]:
         m = p["medians"]
         size = f"{p['size'] / GIB:.1f} GiB" if p["size"] >= GIB // 10 else f"{p['size'] >> 20} MiB"
+        durable = (f"{_s(m['cp_fsync_wall'])} ({p['cp_fsync_gib_s']:.2f} GiB/s)", f"{p['fsync_ratio_median']:.2f}×") \
+            if "cp_fsync_wall" in m else ("–", "–")  # runs recorded before the cp + fsync baseline
         rows.append([size, str(len(p["runs"])),
-                     f"{_s(m['cp_wall'])} ({p['cp_gib_s']:.2f} GiB/s)",
+                     f"{_s(m['cp_wall'])} ({p['cp_gib_s']:.2f} GiB/s)", durable[0],
                      f"{_s(m['package_wall'])} ({p['package_gib_s']:.2f} GiB/s)", f"{p['ratio_median']:.2f}×",
+                     durable[1],
                      f"{m['package_rss_kib'] / 1024:.0f} MiB ({round((m['package_rss_kib'] - smallest) / 1024):+d})",
                      f"{_s(m['append_wall'])} ({p['append_gib_s']:.2f} GiB/s)", f"{m['append_rss_kib'] / 1024:.0f} MiB",
                      f"{_s(m['verify_wall'])} ({p['verify_gib_s']:.2f} GiB/s)", f"{m['verify_rss_kib'] / 1024:.0f} MiB"])
     return ["## 3. Packaging a large GGUF", "",
-            "A GGUF v3 header followed by dense data (a repeated random 4 MiB block: no holes). Per run, interleaved: "
-            "`cp` of the model on the same disk; 8 bytes of the model changed, then `scons package HOST=<cosmo-file's "
+            "A GGUF v3 header followed by dense data (a repeated random 4 MiB block: no holes). Every timed command "
+            "starts after `sync` (no command pays for the last one's writeback). Per run, interleaved: "
+            "`cp` of the model on the same disk; `cp` then `sync <copy>` (fsync: the copy on the disk, as the packager "
+            "leaves its artifact); 8 bytes of the model changed, then `scons package HOST=<cosmo-file's "
             "pledge APE> MODEL=<model> CPU_ONLY=1 ARGS=<--strace/--ftrace args>` (repackages the embedder: one read "
-            "of the model, its CRC-32 and SHA-256 on threads beside the copy, then the artifact's SHA-256 read back "
-            "from the page cache; fsync; the manifest); `zipappend.append` alone in a child Python; `python -m "
+            "of the model, its CRC-32 and SHA-256 on threads beside the copy, the disk writing it back meanwhile, then "
+            "the artifact's SHA-256 read back from the page cache beside the last fsync; the manifest); `zipappend.append` alone in a child Python; `python -m "
             "opencoti_build verify` of the embedder (whole-file sha256, then every entry's digest read in place). "
             "Peak RSS is the child's `ru_maxrss`, with its growth over the smallest model's in brackets. The page "
             "cache holds the model between passes (the machine has more memory than the model), so these are "
             "CPU/memory-bound figures, not cold-disk ones.", "",
-            *_table(["model", "runs", "cp", "scons package", "package / cp", "package peak RSS",
+            *_table(["model", "runs", "cp", "cp + fsync", "scons package", "package / cp", "package / (cp + fsync)",
+                     "package peak RSS",
                      "zipappend.append alone", "append peak RSS", "verify", "verify peak RSS"], rows)]
 
 

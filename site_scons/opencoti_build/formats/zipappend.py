@@ -185,7 +185,8 @@ class _Crc:
 
 
 class _Workers:
-    """The hash threads: two that digest the chunks being copied, one that reads back the output.
+    """The helper threads: two that digest the chunks being copied, one that reads back the output, one that
+    writes the output back to disk (fsync) while the copy and the read-back go on.
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
     queued work is cancelled and running work awaited, so no thread outlives the files it uses.
@@ -194,13 +195,35 @@ class _Workers:
     def __init__(self) -> None:
         self.digest = [ThreadPoolExecutor(1, thread_name_prefix="zipappend-digest") for _ in range(2)]
         self.readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-readback")
+        self.writeback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-writeback")
+        self.flush: Future | None = None
         self.buffers = [memoryview(bytearray(_CHUNK)) for _ in range(_BUFFERS)]
+
+    def write_back(self, fd: int) -> None:
+        """Have the disk write what is in the page cache so far, unless it is still at the last lot: it then
+        works from the first chunk on, beside the copy and the hashing, instead of taking GiBs of dirty pages at
+        the end (the kernel starts on its own only past its dirty threshold)."""
+        if self.flush is None or self.flush.done():
+            self._settle()
+            self.flush = self.writeback.submit(os.fdatasync, fd)
+
+    def durable(self, fd: int, meanwhile: Callable[[], str]) -> str:
+        """fsync ``fd`` once the writeback in flight is done, running ``meanwhile`` beside it; its result."""
+        last = self.writeback.submit(os.fsync, fd)  # queued behind the writeback in flight
+        result = meanwhile()
+        self._settle()
+        last.result()
+        return result
+
+    def _settle(self) -> None:
+        if self.flush is not None:
+            self.flush.result()  # an I/O error is reported to one fdatasync/fsync only: raise it here
 
     def __enter__(self) -> _Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for pool in (*self.digest, self.readback):
+        for pool in (*self.digest, self.readback, self.writeback):
             pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -232,6 +255,7 @@ def _copy(path: Path, f: BinaryIO, size: int, sink: _Sink, workers: _Workers,
             chunk = view[:got]
             busy[turn] = [thread.submit(update, chunk) for thread, update in zip(threads, updates)]
             sink.write(chunk)
+            workers.write_back(sink.fd)
             length -= got
             turn = (turn + 1) % len(workers.buffers)
     for thread in threads:
@@ -449,9 +473,9 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
                 sink.write(record)
             sink.write(_end_records(len(records), cd_offset, sink.pos - cd_offset))
             digest.through(sink.pos)
-            sha256 = digest.hexdigest()
-        os.fchmod(fd, mode)
-        os.fsync(fd)
+            os.fchmod(fd, mode)
+            # the last of the writeback beside the read-back (which the page cache serves either way)
+            sha256 = workers.durable(fd, digest.hexdigest)
         written = os.fstat(fd)
         if before_replace is not None:
             before_replace()
