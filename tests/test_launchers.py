@@ -231,19 +231,21 @@ def test_unknown_or_missing_launcher_is_one_line_and_builds_nothing(tmp_path: Pa
 
 @pytest.mark.parametrize("launcher", ["ccache", "distcc"])
 def test_every_single_architecture_compile_runs_behind_the_launcher(nvcc13, tmp_path: Path, launcher: str) -> None:
+    hipcc = shutil.which("hipcc") is not None  # Debian's hipcc 5.2 (scripts/install-deps) builds the ROCm DSO here
     proc = scons(f"SRC={MINI_TREE}", f"LLAMACPP={MINI_TREE / 'llama.cpp'}", f"CUDA_PATH={NVCC13_ROOT}",
                  "CUDA_ARCHS=75", "FA_ALL_QUANTS=0", "CACHE_DIR=", f"CCWRAPPER={launcher}", "-n", "VERBOSE=1",
-                 "native", "native-cuda", "cuda", build=tmp_path)
+                 "native", "native-cuda", "cuda", *(["rocm"] if hipcc else []), build=tmp_path)
     path = shutil.which(launcher)
     compilers: dict[str, set[str]] = {}
     for line in summary.unprefixed(proc.stdout):
         words = line.split()
         if words and words[0] == path:
             compilers.setdefault("launched", set()).add(Path(words[1]).name)
-        elif words and Path(words[0]).name in ("gcc", "g++", "nvcc") and "-c" in words:
+        elif words and Path(words[0]).name in ("gcc", "g++", "nvcc", "hipcc") and "-c" in words:
             compilers.setdefault("bare", set()).add(Path(words[0]).name)
-    # native lane, the DSO's ggml core and nvcc; distcc takes the gcc family only
-    want = {"ccache": {"launched": {"gcc", "g++", "nvcc"}}, "distcc": {"launched": {"gcc", "g++"}, "bare": {"nvcc"}}}
+    # native lane, the DSOs' ggml core, nvcc and hipcc; distcc takes the gcc family only
+    gpu = {"nvcc", "hipcc"} if hipcc else {"nvcc"}
+    want = {"ccache": {"launched": {"gcc", "g++"} | gpu}, "distcc": {"launched": {"gcc", "g++"}, "bare": gpu}}
     assert compilers == want[launcher]
     assert "ccache:" not in proc.stdout  # -n: no launcher counters either
     assert not (tmp_path / "out" / "native").exists()
