@@ -1,13 +1,16 @@
 """opencoti_build.prefix_maps: the one list of -ffile-prefix-map flags every compile and link takes."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import PROJECT
 from opencoti_build.prefix_maps import gcc_flags, nvcc_flags, path_maps, prefix_maps, remap
 
 
@@ -134,3 +137,38 @@ def test_the_preprocessor_spelling_gives_the_same_object_bytes(tmp_path: Path, c
         objects.append(obj.read_bytes())
     assert str(checkout).encode() not in objects[0] and b"src/f" + suffix.encode() in objects[0]
     assert objects[0] == objects[1]
+
+
+COMPILE_MAPS_SCONSTRUCT = """
+import json
+import SCons.Subst
+from SCons.Script import Environment
+from site_tools.compile_maps import compile_maps
+
+result = {}
+for via in (False, True):
+    env = Environment(tools=[], X_PATH_MAPS=[("/w/co", "."), ("/srv/t", "src")], CCWRAPPER_MAPS_VIA_PREPROCESSOR=via,
+                      _GCCMAPS=compile_maps("X_PATH_MAPS"), _NVCCMAPS=compile_maps("X_PATH_MAPS", nvcc=True),
+                      COM="cc $_GCCMAPS -c", NVCOM="nvcc $_NVCCMAPS -c")
+    for var in ("COM", "NVCOM"):
+        for mode, name in ((SCons.Subst.SUBST_SIG, "signed"), (SCons.Subst.SUBST_CMD, "run")):
+            result[f"{var} {name} {via}"] = [str(w) for w in env.subst_list("$" + var, mode)[0]]
+json.dump(result, open("words.json", "w"))
+"""
+
+
+def test_compile_maps_are_signed_plain_and_run_as_the_launcher_wants(tmp_path: Path) -> None:
+    """site_tools/compile_maps.py: SCons signs ``-ffile-prefix-map=…``; the command run behind sccache carries the
+    same maps behind -Xpreprocessor, so switching CCWRAPPER changes no signature."""
+    (tmp_path / "SConstruct").write_text(COMPILE_MAPS_SCONSTRUCT)
+    subprocess.run([sys.executable, "-m", "SCons", "-C", str(tmp_path), "-Q", f"--site-dir={PROJECT / 'site_scons'}",
+                    "."], check=True, capture_output=True)
+    words = json.loads((tmp_path / "words.json").read_text())
+    plain = ["cc", "-ffile-prefix-map=/w/co=.", "-ffile-prefix-map=/srv/t=src", "-c"]
+    assert words["COM signed False"] == words["COM run False"] == words["COM signed True"] == plain
+    assert words["COM run True"] == ["cc", "-Xpreprocessor", "-ffile-prefix-map=/w/co=.",
+                                     "-Xpreprocessor", "-ffile-prefix-map=/srv/t=src", "-c"]
+    assert words["NVCOM signed True"] == ["nvcc", "-Xcompiler=-ffile-prefix-map=/w/co=.",
+                                          "-Xcompiler=-ffile-prefix-map=/srv/t=src", "-c"]
+    assert words["NVCOM run True"] == ["nvcc", "-Xcompiler=-Xpreprocessor,-ffile-prefix-map=/w/co=.",
+                                       "-Xcompiler=-Xpreprocessor,-ffile-prefix-map=/srv/t=src", "-c"]
