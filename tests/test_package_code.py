@@ -31,6 +31,21 @@ def test_modules_outside_the_package_are_not_followed(tmp_path: Path) -> None:
         "opencoti_build", "opencoti_build.errors", "opencoti_build.formats", "opencoti_build.formats.spirv"}
 
 
+def test_an_import_in_any_nested_block_is_found(tmp_path: Path) -> None:
+    source = tmp_path / "nested.py"
+    source.write_text(
+        "try:\n    import opencoti_build.a\nexcept ImportError:\n    import opencoti_build.b\nelse:\n"
+        "    import opencoti_build.c\nfinally:\n    import opencoti_build.d\n"
+        "class K:\n    import opencoti_build.e\n    def m(self):\n        if x:\n            pass\n"
+        "        elif y:\n            import opencoti_build.f\n        else:\n            import opencoti_build.g\n"
+        "async def h():\n    async with z:\n        import opencoti_build.i\n    async for q in r:\n        pass\n"
+        "    else:\n        import opencoti_build.j\n"
+        "while w:\n    with v:\n        import opencoti_build.k\n"
+        "match m:\n    case 1:\n        import opencoti_build.l\n"
+        "f = lambda: __import__('opencoti_build.not_a_statement')\n")
+    assert import_closure.imported_names(source) == {f"opencoti_build.{m}" for m in "abcdefgijkl"}
+
+
 def rerun_steps(project: Path, build: Path, host: Path) -> list[str]:
     proc = scons("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", "ARCH=x86_64", f"HOST={host}", build=build,
                  project=project)

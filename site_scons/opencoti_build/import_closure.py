@@ -8,6 +8,8 @@ never kept by hand. It errs on the side of more files: a module imported for one
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 PACKAGE = "opencoti_build"
@@ -25,17 +27,28 @@ def module_file(name: str) -> Path | None:
     return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
 
 
-def imported_names(source: Path) -> set[str]:
+def _statements(nodes: list[ast.AST]) -> Iterator[ast.stmt]:
+    """Every statement among ``nodes`` and in the blocks nested in them. An import is a statement, so no
+    expression needs walking (most of a module's nodes; ast.walk visited them all)."""
+    for node in nodes:
+        if isinstance(node, ast.stmt):
+            yield node
+        for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+            yield from _statements(getattr(node, block, None) or [])
+
+
+@functools.cache
+def imported_names(source: Path) -> frozenset[str]:
     """Every ``opencoti_build...`` name the module at ``source`` imports, and for ``from X import y`` also ``X.y``
-    (``y`` may be a submodule)."""
+    (``y`` may be a submodule). Read once per process: a build asks for two closures that share most modules."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"), str(source))):
+    for node in _statements(ast.parse(source.read_text(encoding="utf-8"), str(source)).body):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {n for n in names if n.split(".")[0] == PACKAGE}
+    return frozenset(n for n in names if n.split(".")[0] == PACKAGE)
 
 
 def source_files(*modules: str) -> list[Path]:
