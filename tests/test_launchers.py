@@ -27,14 +27,6 @@ def outputs(build: Path, build_dir: Path | None = None) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def without_debug_info(obj: Path, scratch: Path) -> bytes:
-    """The object with its debug sections stripped (objcopy of its architecture)."""
-    objcopy = "aarch64-linux-gnu-objcopy" if ".aarch64" in obj.parts else "objcopy"
-    out = scratch / f"{hashlib.sha256(str(obj).encode()).hexdigest()}.o"
-    subprocess.run([objcopy, "--strip-debug", str(obj), str(out)], check=True)
-    return out.read_bytes()
-
-
 def launcher_line(proc: subprocess.CompletedProcess[str], name: str) -> dict[str, int]:
     """The counters of the build's ``<name>: …`` line."""
     lines = [line for line in proc.stdout.splitlines() if line.startswith(f"{name}: ")]
@@ -183,31 +175,18 @@ def test_distcc_sends_both_halves_to_distccd(plain, tmp_path: Path) -> None:
     assert sorted({compiler for compiler, _ in done}) == [
         "aarch64-linux-gnu-g++", "aarch64-linux-gnu-gcc", "x86_64-linux-gnu-g++", "x86_64-linux-gnu-gcc"]
     assert all(arches.get(Path(obj).name[: -len(".o")]) == {"x86_64", "aarch64"} for obj in fat), arches
-    if differs_only_in_debug_info(tmp_path, reference, tmp_path / "stripped"):
-        pytest.xfail("distcc preprocesses here (gcc -E) and compiles the text there: gcc -E moves tokens to other "
-                     "columns, so DW_AT_decl_column and the line table's columns differ in objects built with -g "
-                     "(without their debug sections the objects are equal; -gno-column-info made one such object "
-                     "identical, but that changes every build's output; -E -fdirectives-only, as icecream does, keeps "
-                     "the columns, but the server's compile then needs -fdirectives-only, which gcc records in "
-                     "DW_AT_producer)")
+    assert_local_bytes(tmp_path, reference)
 
 
-def differs_only_in_debug_info(build: Path, reference: Path, scratch: Path) -> bool:
-    """Whether any output under ``build`` differs from ``reference``'s; fails unless every difference is in the
-    objects' debug info (archives and links carry it on)."""
+def assert_local_bytes(build: Path, reference: Path) -> None:
+    """Every output under ``build`` is the bytes of a local build's (``reference``), and no object names the
+    checkout (the prefix maps reached the remote compiles)."""
     got, want = outputs(build), outputs(reference)
-    assert got.keys() == want.keys()
-    differing = [rel for rel in got if got[rel] != want[rel]]
-    objects = [rel for rel in differing if rel.endswith(".o")]
-    assert all(rel.endswith((".o", ".a")) or "/llamafile/" in f"/{rel}" for rel in differing), differing
+    objects = [rel for rel in got if rel.endswith(".o")]
+    assert objects
     named = [rel for rel in objects if str(PROJECT).encode() in (build / "out" / "o" / rel).read_bytes()]
     assert not named, f"the prefix maps did not reach these compiles: {named}"
-    assert objects or not differing, differing
-    scratch.mkdir(exist_ok=True)
-    for rel in objects:
-        assert without_debug_info(build / "out" / "o" / rel, scratch) == \
-            without_debug_info(reference / "out" / "o" / rel, scratch), rel
-    return bool(differing)
+    assert got == want, [rel for rel in got.keys() | want.keys() if got.get(rel) != want.get(rel)]
 
 
 def test_sccache_dist_compiles_both_fat_halves_remotely(plain, tmp_path: Path,
@@ -226,10 +205,7 @@ def test_sccache_dist_compiles_both_fat_halves_remotely(plain, tmp_path: Path,
             sccache_stop(env)
     counts = launcher_line(proc, "sccache")
     assert counts["compile requests"] == counts["misses"] == counts["distributed"] == 2 * len(fat), proc.stdout
-    if differs_only_in_debug_info(tmp_path, reference, tmp_path / "stripped"):
-        pytest.xfail("sccache-dist preprocesses here and compiles the text on the build server: as with distcc, "
-                     "gcc -E moves tokens to other columns, so objects built with -g differ from a local build in "
-                     "their debug info's columns only")
+    assert_local_bytes(tmp_path, reference)
 
 
 @pytest.mark.parametrize("value, says", [

@@ -418,7 +418,12 @@ def core_sources(root: Path | str, llama: Path | str | None = None) -> list[str]
 
 # build/config.mk's defaults, on every fat compile whose recipe inherits them (Package.inherits);
 # packages append to them. CXXFLAGS go to every C++ compile, as upstream's recipes all carry them.
-DEFAULT_CCFLAGS: tuple[str, ...] = ("-O2", "-g", "-fexceptions", "-ffunction-sections", "-fdata-sections", "-mclang")
+# One addition, -gno-column-info: a distributed compile (distcc, sccache-dist) preprocesses here and compiles
+# the text there, and gcc -E moves tokens to other columns, so the debug info's column numbers were the one
+# thing in which its objects differed from a local build's; without them they are the same bytes (line
+# numbers stay, through -E's line markers). tests/test_launchers.py compares both lanes' outputs.
+DEFAULT_CCFLAGS: tuple[str, ...] = ("-O2", "-g", "-gno-column-info", "-fexceptions", "-ffunction-sections",
+                                    "-fdata-sections", "-mclang")
 DEFAULT_CXXFLAGS: tuple[str, ...] = ("-frtti", "-std=gnu++23")
 DEFAULT_CPPFLAGS: tuple[str, ...] = ("-mcosmo", "-DGGML_MULTIPLATFORM", "-Wno-attributes", "-DLLAMAFILE_DEBUG")
 DEFAULT_IQUOTE: tuple[str, ...] = (".",)  # upstream's `-iquote.`: the tree root
