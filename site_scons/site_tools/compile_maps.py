@@ -17,12 +17,17 @@ import SCons.Subst
 from opencoti_build import launchers, prefix_maps
 
 
-def compile_maps(maps_var: str, nvcc: bool = False) -> Callable[..., list[Any]]:
-    """A callable construction variable: the prefix-map words of ``$maps_var`` (gcc's, or nvcc's ``-Xcompiler=``)."""
+PerTarget = Callable[[Any, Any], list[tuple[str, str]]]
+
+
+def compile_maps(maps_var: str, nvcc: bool = False, per_target: PerTarget | None = None) -> Callable[..., list[Any]]:
+    """A callable construction variable: the prefix-map words of ``$maps_var`` (gcc's, or nvcc's ``-Xcompiler=``),
+    then those of ``per_target(target, env)``'s pairs (last, so they win over the general ones)."""
     spell = prefix_maps.nvcc_flags if nvcc else prefix_maps.gcc_flags
 
     def words(target: Any, source: Any, env: Any, for_signature: bool) -> list[Any]:
         via = bool(env.get(launchers.MAPS_VIA_PREPROCESSOR_VAR)) and not for_signature
-        return [SCons.Subst.Literal(word) for word in spell(env[maps_var], via)]
+        maps = list(env[maps_var]) + (per_target(target, env) if per_target else [])
+        return [SCons.Subst.Literal(word) for word in spell(maps, via)]
 
     return words

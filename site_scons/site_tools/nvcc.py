@@ -55,6 +55,13 @@ def _nvcc_source_name(sources: Any, maps: list[tuple[str, str]]) -> list[Any]:
     return ["-Xcudafe", SCons.Subst.Literal(f"--orig_src_path_name={names[0]}")]
 
 
+def _host_intermediate(target: Any, env: Any) -> list[tuple[str, str]]:
+    """Under -objtemp, the map that names the host intermediate as sccache does (cuda.host_intermediate_map)."""
+    if cuda.OBJTEMP_FLAG not in env.get("NVCC_REPRODUCIBLE", []) or len(target) != 1:
+        return []
+    return [cuda.host_intermediate_map(str(target[0]))]  # nvcc names it after -o $TARGET, as written
+
+
 def _clang_cuda(env: Any) -> Any:
     """The database entry's arguments: clang's CUDA driver over this toolkit (clangd rejects nvcc's own flags)."""
     root = os.path.dirname(os.path.dirname(os.path.realpath(env.subst("$NVCC"))))
@@ -74,13 +81,14 @@ def generate(env: Any) -> None:
     # Path-independent objects (opencoti_build.prefix_maps): the host compiler's -ffile-prefix-map (nvcc
     # preprocesses host and device code with it: __FILE__, debug info), cudafe++/cicc told the source's
     # mapped name (they hash its absolute path into anonymous-namespace and static names), and
-    # $NVCC_REPRODUCIBLE (UseToolchain): intermediates named after the object, not tmpxft_<pid>.
+    # $NVCC_REPRODUCIBLE (UseToolchain): intermediates named after the object, not tmpxft_<pid>, the host
+    # one then renamed as sccache names it (cuda.host_intermediate_map, last among the maps).
     env.SetDefault(NVCC_PATH_MAPS=prefix_maps.path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR")),
                    NVCC_REPRODUCIBLE=[])
     env["_nvcc_prefix_maps"] = _nvcc_prefix_maps
     env["_nvcc_source_name"] = _nvcc_source_name
     env["NVCCPREFIXMAPS"] = "${_nvcc_prefix_maps(NVCC_PATH_MAPS)}"
-    env["_NVCCCOMPILEMAPS"] = compile_maps("NVCC_PATH_MAPS", nvcc=True)  # as CCWRAPPER wants them
+    env["_NVCCCOMPILEMAPS"] = compile_maps("NVCC_PATH_MAPS", nvcc=True, per_target=_host_intermediate)
     env.SetDefault(**launchers.construction_vars("", []))
     # CCWRAPPER in front of nvcc, outside the signature (opencoti_build.launchers)
     env["NVCCCOM"] = launchers.prefixed("$NVCC -c $NVCCFLAGS $_NVCCCOMPILEMAPS $NVCC_REPRODUCIBLE "

@@ -32,9 +32,20 @@ LOCATE_HINT = (f"point it at a CUDA 12.x/13.x toolkit, or leave it empty to sear
 # sccache 0.16 knows only that one; with the long one its distributed nvcc leaves no .cubin for fatbinary.
 OBJTEMP_FLAG = "-objtemp"
 OBJTEMP_SINCE: cuda_archs.Version = (12, 4)
+# sccache runs nvcc's steps itself and names the host step's input x_0.cudafe1.cpp where -objtemp names it
+# <object>.cudafe1.cpp; the host compiler writes that name into the object (its STT_FILE symbol). A prefix map
+# gives ours sccache's name, so an object is the same bytes whether nvcc or sccache (local or distributed)
+# ran the steps.
+HOST_INTERMEDIATE_SUFFIX = ".cudafe1.cpp"
+SCCACHE_HOST_INTERMEDIATE = "x_0.cudafe1.cpp"
 # Where toolkits keep the driver stub libcuda.so (a toolkit without one cannot link -lcuda).
 STUB_SUBDIRS = ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs", "targets/sbsa-linux/lib/stubs")
 NO_VMM_DEFINE = "GGML_CUDA_NO_VMM"  # ggml-cuda's memory pool without the driver's virtual-memory API
+
+def host_intermediate_map(obj: str) -> tuple[str, str]:
+    """The prefix map that names the host intermediate of nvcc -objtemp's compile to ``obj`` as sccache does."""
+    return obj + HOST_INTERMEDIATE_SUFFIX, SCCACHE_HOST_INTERMEDIATE
+
 
 _VERSIONS: dict[tuple[str, int], cuda_archs.Version | str] = {}  # a str: why that nvcc is unusable
 
