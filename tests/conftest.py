@@ -18,6 +18,16 @@ MINI_VERSION = versioning.llamafile_version(MINI_TREE)
 NVCC13_ROOT = Path(os.environ.get("OPENCOTI_TEST_CUDA13", "/usr/local/cuda-13.0"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test), a module's tests run on one worker, in order,
+    with its module fixtures built once, unless they name an ``xdist_group`` of their own (the fault suite's
+    workspaces: each group keeps its seeded trials' order, so a failure reproduces)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 def scons_command(*args: str, build: Path, home: Path | None = None, project: Path = PROJECT,
                   env_extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, environment) of a scons run on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""

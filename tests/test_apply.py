@@ -27,7 +27,7 @@ def workdir(tmp_path: Path, monkeypatch) -> Path:
 
 def scons(workdir: Path, src: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "SCons", "-C", str(PROJECT), "-Q", "-j2", "COSMOCC=stand-in",
-               f"SRC={src}", f"BUILD_DIR={workdir / 'build'}", "CACHE_DIR=",
+               f"SRC={src}", f"BUILD_DIR={workdir / 'build'}", "CACHE_DIR=", f"COMPILEDB={workdir / 'compile_commands.json'}",
                f"APPLIED_SERIES={workdir / 'applied-series.json'}", f"PATCH_SERIES={workdir / 'series'}", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 

@@ -135,6 +135,7 @@ SCENARIOS = ("cold", "warm-cache", "header-edit", "edit-then-revert")
 KILL_WINDOW_S = {"cold": 9.0, "warm-cache": 2.5, "header-edit": 4.0, "edit-then-revert": 4.0}
 
 
+@pytest.mark.xdist_group("faults-kill")
 @pytest.mark.parametrize("trial", range(52 * SCALE))
 def test_sigkill_at_a_random_moment_then_rebuild_equals_a_clean_build(kill_space: Workspace, trial: int) -> None:
     ws = kill_space
@@ -178,6 +179,7 @@ def assert_every_entry_verifies(cache: Path) -> None:
         cache_entry.content_signature(entry, "sha256")  # raises CorruptEntry
 
 
+@pytest.mark.xdist_group("faults-cache")
 @pytest.mark.parametrize("trial", range(20 * SCALE))
 def test_a_corrupt_or_truncated_cache_entry_never_reaches_an_output(cache_space: Workspace, trial: int) -> None:
     ws = cache_space
@@ -197,6 +199,7 @@ def test_a_corrupt_or_truncated_cache_entry_never_reaches_an_output(cache_space:
     assert_every_entry_verifies(ws.cache)  # removed, then pushed again whole
 
 
+@pytest.mark.xdist_group("faults-cache")
 @pytest.mark.parametrize("trial", range(24 * SCALE))
 def test_an_output_changed_by_hand_is_rebuilt(cache_space: Workspace, trial: int) -> None:
     ws = cache_space
@@ -218,6 +221,7 @@ def test_an_output_changed_by_hand_is_rebuilt(cache_space: Workspace, trial: int
     ws.assert_clean_equivalent()
 
 
+@pytest.mark.xdist_group("faults-cache")
 @pytest.mark.parametrize("trial", range(10 * SCALE))
 def test_two_runs_at_once_in_one_build_dir(cache_space: Workspace, trial: int) -> None:
     ws = cache_space
@@ -240,6 +244,7 @@ def second_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_checkout(tmp_path_factory.mktemp("second-checkout-at-a-longer-path"))
 
 
+@pytest.mark.xdist_group("faults-cache")
 @pytest.mark.parametrize("trial", range(10 * SCALE))
 def test_two_checkouts_sharing_one_cache(cache_space: Workspace, second_checkout: Path, trial: int) -> None:
     ws = cache_space
@@ -278,6 +283,7 @@ def verify_dist(ws: Workspace) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.xdist_group("faults-cache")
 @pytest.mark.parametrize("trial", range(12 * SCALE))
 def test_package_killed_at_a_random_moment_leaves_pairs_that_verify(package_space: Workspace, trial: int) -> None:
     ws = package_space
@@ -322,6 +328,7 @@ REMOTE_SCENARIOS = ("cold", "remote-only", "header-edit")
 REMOTE_KILL_WINDOW_S = {"cold": 9.0, "remote-only": 3.0, "header-edit": 4.0}
 
 
+@pytest.mark.xdist_group("faults-remote")
 @pytest.mark.parametrize("trial", range(15 * SCALE))
 def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(remote_space, trial: int) -> None:
     ws, server = remote_space

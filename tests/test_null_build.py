@@ -5,7 +5,8 @@ SConscripts, site_scons and the miniature tree, in a git repository), then askin
 (`scons -q`, which never takes the fast path) whether the targets are current, and building. The fast
 path may answer "nothing to do" only when `scons -q` says current; a build after which `scons -q` says
 current must have done nothing; the run after a successful build must take the fast path (it is not
-merely always off). Every ``CLEAN_EVERY`` rounds and at the end, the outputs equal a clean build's.
+merely always off). Every ``CLEAN_EVERY`` rounds and at the end, the outputs equal a clean build's. The
+rounds run in ``STREAMS`` streams side by side, each on a checkout of its own with a seed of its own.
 
 ``OPENCOTI_NULL_ROUNDS`` (default 200) and ``OPENCOTI_FAULT_SEED`` change the rounds and the seed.
 """
@@ -18,6 +19,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from opencoti_build import null_build
 
 RUNNING = null_build.interpreter(SCons.__version__)
 ROUNDS = int(os.environ.get("OPENCOTI_NULL_ROUNDS", "200"))
+STREAMS = 4
 SEED = int(os.environ.get("OPENCOTI_FAULT_SEED", "20261201"))
 CLEAN_EVERY = 25
 TREE = Path("tests/fixtures/llamafile-mini")
@@ -49,6 +52,7 @@ class Checkout:
     deleted: dict[Path, bytes] = field(default_factory=dict)
     rng: random.Random = field(default_factory=random.Random)
     serial: int = 0
+    cache: Path | None = None  # CACHE_DIR (default: the checkout's own)
 
     @property
     def tree(self) -> Path:
@@ -56,7 +60,7 @@ class Checkout:
 
     def command(self, *extra: str, out: str = "out") -> tuple[list[str], dict[str, str]]:
         variables = dict(self.variables, SRC=str(self.tree), BUILD_DIR=str(self.root / out),
-                         CACHE_DIR=str(self.root / "cache"), DIST_DIR=str(self.root / f"{out}-dist"),
+                         CACHE_DIR=str(self.cache or self.root / "cache"), DIST_DIR=str(self.root / f"{out}-dist"),
                          BACKEND_DIST_DIR=str(self.root / f"{out}-vendors"),
                          COMPILEDB=str(self.root / f"{out}-compile_commands.json"))
         return scons_command("-j2", *[f"{k}={v}" for k, v in variables.items()], "host", "vulkan", *extra,
@@ -292,19 +296,19 @@ def assert_equals_clean_build(co: Checkout, label: str) -> None:
                        f"build's; the first, {stale[0][0]}: {kept.get(stale[0][0])} against {stale[0][1]}")
 
 
-@pytest.mark.skipif(not shutil.which("glslc"), reason="the rounds build the Vulkan DSO too (glslc)")
-def test_fast_path_agrees_with_a_full_evaluation(tmp_path: Path) -> None:
-    co = Checkout(clone(tmp_path / "co"), rng=random.Random(SEED))
+def run_stream(root: Path, cache: Path, stream: int, rounds: int) -> int:
+    """One stream of the differential test: ``rounds`` seeded rounds on a checkout of its own; its fast rounds."""
+    co = Checkout(clone(root), rng=random.Random(f"{SEED}/{stream}"), cache=cache)
     git(co.root, "init", "-q")
     git(co.root, "add", "-A")
     git(co.root, "commit", "-q", "-m", "base")
     co.run(check=True)
     fast_rounds = 0
     history: list[str] = []
-    for number in range(1, ROUNDS + 1):
+    for number in range(1, rounds + 1):
         did = co.rng.choice(MUTATIONS)(co)
         history.append(f"{number}: {did}")
-        label = f"seed {SEED} round {number} ({did}; before: {history[-6:-1]})"
+        label = f"seed {SEED} stream {stream} round {number} ({did}; before: {history[-6:-1]})"
         question = co.run("-q")
         assert question.returncode in (0, 1, 2), label  # 2: the tree no longer builds (a deleted source)
         before = co.record_stat()
@@ -330,8 +334,22 @@ def test_fast_path_agrees_with_a_full_evaluation(tmp_path: Path) -> None:
     for path, data in co.deleted.items():
         path.write_bytes(data)
     co.run(check=True)
-    assert_equals_clean_build(co, f"seed {SEED} end")
-    assert fast_rounds > 0, "the fast path never answered in any round"
+    assert_equals_clean_build(co, f"seed {SEED} stream {stream} end")
+    return fast_rounds
+
+
+@pytest.mark.skipif(not shutil.which("glslc"), reason="the rounds build the Vulkan DSO too (glslc)")
+def test_fast_path_agrees_with_a_full_evaluation(tmp_path: Path) -> None:
+    # The rounds run as STREAMS independent streams, each its own checkout and seed, side by side: a round is
+    # mostly SCons reading the SConscripts on one core, so the streams share the machine's cores. They share
+    # one object cache (keys do not depend on the checkout's path), as two checkouts of a team may.
+    counts = [ROUNDS // STREAMS + (stream < ROUNDS % STREAMS) for stream in range(STREAMS)]
+    with ThreadPoolExecutor(max_workers=min(STREAMS, max(2, os.cpu_count() or 2))) as pool:
+        streams = [pool.submit(run_stream, tmp_path / f"co{stream}", tmp_path / "cache", stream, rounds)
+                   for stream, rounds in enumerate(counts) if rounds]
+        fast_rounds = [future.result() for future in streams]  # the first failing stream's assertion
+    assert sum(counts) == ROUNDS
+    assert sum(fast_rounds) > 0, "the fast path never answered in any round"
 
 
 def test_fast_path_prints_what_a_full_null_build_prints(tmp_path: Path) -> None:
