@@ -18,14 +18,28 @@ MINI_VERSION = versioning.llamafile_version(MINI_TREE)
 NVCC13_ROOT = Path(os.environ.get("OPENCOTI_TEST_CUDA13", "/usr/local/cuda-13.0"))
 
 
+# The groups that take longest on 2 cores, longest first: scripts/test hands groups to workers in collection
+# order (--no-loadscope-reorder), so these start at once and the short modules fill in around them.
+LONGEST_GROUPS = ("tests/test_native_realtree.py", "tests/test_null_build.py", "faults-kill", "faults-cache",
+                  "faults-remote")
+
+
+def xdist_group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker is not None and marker.args else ""
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist's ``--dist loadgroup`` (scripts/test), a module's tests run on one worker, in order,
     with its module fixtures built once, unless they name an ``xdist_group`` of their own (the fault suite's
-    workspaces: each group keeps its seeded trials' order, so a failure reproduces)."""
+    workspaces: each group keeps its seeded trials' order, so a failure reproduces). The longest groups
+    come first."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    rank = {group: n for n, group in enumerate(LONGEST_GROUPS)}
+    items.sort(key=lambda item: rank.get(xdist_group(item), len(rank)))  # stable: each group keeps its order
 
 
 def scons_command(*args: str, build: Path, home: Path | None = None, project: Path = PROJECT,
