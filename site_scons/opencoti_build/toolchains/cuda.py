@@ -42,6 +42,7 @@ SCCACHE_HOST_INTERMEDIATE = "x_0.cudafe1.cpp"
 STUB_SUBDIRS = ("lib64/stubs", "lib/stubs", "targets/x86_64-linux/lib/stubs", "targets/sbsa-linux/lib/stubs")
 NO_VMM_DEFINE = "GGML_CUDA_NO_VMM"  # ggml-cuda's memory pool without the driver's virtual-memory API
 
+
 def host_intermediate_map(obj: str) -> tuple[str, str]:
     """The prefix map that names the host intermediate of nvcc -objtemp's compile to ``obj`` as sccache does."""
     return obj + HOST_INTERMEDIATE_SUFFIX, SCCACHE_HOST_INTERMEDIATE
