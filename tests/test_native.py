@@ -107,6 +107,24 @@ def test_the_stubs_answer_not_handled(tmp_path: Path) -> None:
     assert subprocess.run([str(exe)]).returncode == 0
 
 
+def test_the_linker_is_gold_when_on_path_unless_named() -> None:
+    def only(*programs: str):
+        return lambda program: program in programs
+    assert native_lane.linker_flags("auto", only("ld.gold", "ld.bfd")) == ["-fuse-ld=gold"]
+    assert native_lane.linker_flags("auto", only("ld.bfd")) == []  # the compiler's own default
+    assert native_lane.linker_flags("bfd", only("ld.gold", "ld.bfd")) == ["-fuse-ld=bfd"]
+    with pytest.raises(native_lane.LinkerError) as err:
+        native_lane.linker_flags("gold", only("ld.bfd"))
+    assert str(err.value) == ("NATIVE_LINKER=gold: ld.gold is not on PATH; install binutils' ld.gold "
+                              "or use NATIVE_LINKER=auto")
+
+
+def linked_by_gold(binary: Path) -> bool:
+    """gold, and only gold, leaves its version note in what it links."""
+    sections = subprocess.run(["readelf", "-S", "-W", str(binary)], capture_output=True, text=True, check=True).stdout
+    return ".note.gnu.gold-version" in sections
+
+
 # --- scons native on the miniature tree ---
 
 @pytest.fixture(scope="module")
@@ -158,6 +176,37 @@ def test_the_native_objects_are_in_the_compile_database(built_native: tuple[Path
     # one entry per file, the host's first: the lane's own file is the stubs (llama.cpp's are the fat lane's)
     stubs = next(e for e in native if e["file"] == str(PROJECT / "native" / "opencoti-elf-stubs.cpp"))
     assert stubs["arguments"][0] == "g++" and stubs["output"].endswith("/opencoti-elf-stubs.o")
+
+
+@pytest.mark.skipif(shutil.which("ld.gold") is None, reason="no ld.gold on PATH")
+def test_the_links_take_the_named_linker_and_a_change_of_linker_relinks(built_native: tuple[Path, str]) -> None:
+    build, _ = built_native
+    native = build / "out" / "native"
+    linked = (native / "bin" / "llama-server", native / "lib" / "libggml-base.so")
+    assert all(linked_by_gold(path) for path in linked)  # auto, with gold here
+    bfd = scons("native", MINI, "CPU_ONLY=1", "NATIVE_LINKER=bfd", build=build)
+    steps = summary.unprefixed(bfd.stdout)
+    assert {f"NATIVELINK {path}" for path in linked} <= set(steps), bfd.stdout
+    assert not any(line.startswith("NATIVECC") for line in steps)  # the objects stay
+    assert not any(linked_by_gold(path) for path in linked)
+    assert subprocess.run([str(linked[0]), "-m", "tiny.gguf"], capture_output=True, timeout=30).returncode == 0
+    back = scons("native", MINI, "CPU_ONLY=1", build=build)  # auto again: gold's links come back from the cache
+    assert all(linked_by_gold(path) for path in linked)
+    assert not any(line.startswith("NATIVELINK") for line in summary.unprefixed(back.stdout))
+
+
+def test_a_linker_not_on_path_is_one_error_line(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # the compilers, without ld.gold
+    bin_dir.mkdir()
+    for tool in ("gcc", "g++", "ar", "git"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    proc = scons("native", MINI, "CPU_ONLY=1", "NATIVE_LINKER=gold", build=tmp_path / "b", check=False,
+                 env_extra={"PATH": str(bin_dir)})
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("scons: error:")]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert errors == ["scons: error: NATIVE_LINKER=gold: ld.gold is not on PATH; install binutils' ld.gold "
+                      "or use NATIVE_LINKER=auto"]
+    assert not (tmp_path / "b" / "out" / "native" / "obj").exists()
 
 
 def test_a_dry_run_of_a_checkout_of_any_name_writes_nothing(tmp_path: Path) -> None:

@@ -217,6 +217,34 @@ def test_input_changing_while_it_is_read_is_caught(tmp_path: Path, monkeypatch) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
 
 
+def test_a_write_to_the_output_after_the_rename_is_caught(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "out"
+    real_replace = os.replace
+
+    def then_write(src, dst) -> None:  # another writer, while the output's digest is still being read back
+        real_replace(src, dst)
+        with open(dst, "ab") as f:
+            f.write(b"!")
+
+    monkeypatch.setattr(zipappend.os, "replace", then_write)
+    heard: list[Path] = []
+    with pytest.raises(ZipAppendError, match=f"^{out} was written to while being packaged; package again$"):
+        append(PLEDGE, _entries(tmp_path), out, on_digest=lambda path, st, sha256: heard.append(path))
+    assert out not in heard  # no digest is vouched for
+
+
+def test_replacing_an_output_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    entries = _entries(tmp_path)
+    append(PLEDGE, entries, out)
+    held = set(os.listdir("/proc/self/fd"))
+    first = os.stat(out).st_ino
+    append(PLEDGE, entries + [Entry.blob("more", b"x")], out)  # the old output is held open across the rename
+    assert set(os.listdir("/proc/self/fd")) <= held  # nothing new open (the old output closed)
+    with zipfile.ZipFile(out) as archive:
+        assert os.stat(out).st_ino != first and "more" in archive.namelist()
+
+
 def _golden_inputs(tmp_path: Path) -> tuple[Path, list[Entry]]:
     """A fixed base (a plain zip) and entries of every kind: sparse, executable, empty, non-ASCII name, blob."""
     rng = random.Random(13)

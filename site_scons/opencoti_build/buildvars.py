@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opencoti_build import launchers, patch_series, remote_cache, upstream_pin
+from opencoti_build import launchers, native_lane, patch_series, remote_cache, upstream_pin
 from opencoti_build.errors import UserError, os_error_line
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -106,6 +106,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
         patch_series.DEFAULT_RECORD),
     Variable("LLAMACPP", "llama.cpp checkout for the native lane; empty: $SRC/llama.cpp", ""),
+    Variable("NATIVE_LINKER", "linker of the native lane's links: auto (gold when ld.gold is on PATH, else the "
+        "compiler's default), bfd, gold", "auto", allowed=native_lane.LINKERS),
     Variable("FILE", "the source `scons compile` builds the objects of (relative to the project or to SRC)", ""),
 )
 

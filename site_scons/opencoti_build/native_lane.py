@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from opencoti_build import sources
@@ -64,12 +64,34 @@ NATIVE_EXCLUDE: tuple[str, ...] = (
     f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch/*/cpu-feats.cpp",  # scores CPU variants of GGML_BACKEND_DL builds
 )
 
+# NATIVE_LINKER: the linker of the lane's links, as gcc's -fuse-ld= names it. After an edit's compiles, the
+# link of the one -g server (240 MB) is the rest of the build: ld.gold takes about half of ld.bfd's time
+# there (docs/benchmarks.md), so ``auto`` takes gold wherever binutils ships it and the compiler's own
+# default elsewhere. The flag is part of every link's command line, so a change of linker relinks.
+LINKERS: tuple[str, ...] = ("auto", "bfd", "gold")
+AUTO_LINKER = "gold"
+
 # ggml-backend-reg.cpp registers CUDA only when compiled with GGML_USE_CUDA.
 BACKEND_REG_SOURCE = f"{LLAMA_PREFIX}ggml/src/ggml-backend-reg.cpp"
 
 
 class NativeTreeError(UserError):
     """LLAMACPP names no llama.cpp checkout (one-line message naming it and the fix)."""
+
+
+class LinkerError(UserError):
+    """NATIVE_LINKER names a linker this machine lacks."""
+
+
+def linker_flags(choice: str, on_path: Callable[[str], bool]) -> list[str]:
+    """The links' ``-fuse-ld=`` flag for NATIVE_LINKER ``choice`` (:data:`LINKERS`); ``on_path(program)``
+    says whether a program is on the build's PATH. ``auto`` without gold: no flag (the compiler's default)."""
+    if choice == "auto":
+        return [f"-fuse-ld={AUTO_LINKER}"] if on_path(f"ld.{AUTO_LINKER}") else []
+    if not on_path(f"ld.{choice}"):
+        raise LinkerError(f"NATIVE_LINKER={choice}: ld.{choice} is not on PATH; install binutils' ld.{choice} "
+                          "or use NATIVE_LINKER=auto")
+    return [f"-fuse-ld={choice}"]
 
 
 def llamacpp_dir(value: str, src: str, project: str) -> str:

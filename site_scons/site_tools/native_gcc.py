@@ -22,10 +22,11 @@ Methods:
     ``lib/libggml-cuda.so`` over ``base_lib``, or None after one WARN line when CPU_ONLY is set or nvcc
     or cuBLAS is absent. Raises UserError (ToolchainBroken) for a broken toolkit (a bad CUDA_PATH or CUDA_ARCHS).
 
-Loading the tool raises webui.WebUiError for a checkout with part of the web UI's assets.
+Loading the tool raises webui.WebUiError for a checkout with part of the web UI's assets, native_lane.LinkerError
+for a NATIVE_LINKER this machine lacks.
 
 Construction variables read: NATIVE_LLAMACPP, NATIVE_OUT, SRC, BUILD_DIR (the prefix maps), VERBOSE,
-CPU_ONLY, FA_ALL_QUANTS, ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none),
+CPU_ONLY, FA_ALL_QUANTS, NATIVE_LINKER (opencoti_build.native_lane.linker_flags), ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none),
 CCWRAPPER_MAPS_VIA_PREPROCESSOR. Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS, CPPFLAGS, CPPDEFINES,
 CPPPATH, IQUOTEPATH, ISYSTEMPATH, _IQUOTEFLAGS, _ISYSTEMFLAGS, LINKFLAGS, SHLINKFLAGS, ARFLAGS, RANLIBCOM,
 CCCOM, CXXCOM, SHCCCOM and SHCXXCOM behind the launcher,
@@ -170,6 +171,7 @@ def generate(env: Any) -> None:
     map_flags = prefix_maps.gcc_flags(path_maps)  # the links'; the compiles' are spelled for CCWRAPPER
     defaults = native_lane.lane_defaults(machine, ["$_NATIVECOMPILEMAPS"])
     llamacpp = env["NATIVE_LLAMACPP"]  # the lane reads llama.cpp/ paths only: the checkout serves as the root
+    linker = native_lane.linker_flags(env.get("NATIVE_LINKER", "auto"), lambda program: bool(env.WhereIs(program)))
     env.Replace(
         CC="gcc", CXX="g++", LINK="g++", SHLINK="g++", NATIVE_MACHINE=machine, NATIVE_PATH_MAPS=path_maps,
         _NATIVECOMPILEMAPS=compile_maps("NATIVE_PATH_MAPS"),
@@ -180,7 +182,7 @@ def generate(env: Any) -> None:
         CPPDEFINES=list(native_lane.NATIVE_DEFINES), CPPPATH=[_dir(env, "gen")], IQUOTEPATH=[], ISYSTEMPATH=[],
         _IQUOTEFLAGS="${_concat('-iquote ', IQUOTEPATH, '', __env__)}",
         _ISYSTEMFLAGS="${_concat('-isystem ', ISYSTEMPATH, '', __env__)}",
-        LINKFLAGS=["-fopenmp"] + map_flags, SHLINKFLAGS=["-shared", "-Wl,-soname,${TARGET.file}"] + map_flags,
+        LINKFLAGS=["-fopenmp"] + linker + map_flags, SHLINKFLAGS=["-shared", "-Wl,-soname,${TARGET.file}"] + linker + map_flags,
         ARFLAGS=["rcsD"], RANLIBCOM="",  # deterministic archives, indexed by ar itself
     )
     env.Replace(**steplines.short_forms(steplines.NATIVE, env["VERBOSE"]))  # VERBOSE=1: the commands

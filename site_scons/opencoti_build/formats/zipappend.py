@@ -8,14 +8,18 @@ structures appear only where a value does not fit, so ordinary artifacts stay re
 readers without zip64 support.
 
 Each input is read once. An entry's local header goes out with a placeholder CRC-32, its data
-streams through a few fixed buffers while CRC-32 and SHA-256 run on threads of their own (zlib and
-hashlib release the GIL), and the header is filled in afterwards. Memory use is constant; holes in
-sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
+streams through a few fixed buffers while CRC-32 runs on a thread of its own (zlib and hashlib
+release the GIL), and the header is filled in afterwards. Memory use is constant; holes in sparse
+inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
 
 The output's own SHA-256 must see each header before its data, and the header's CRC is known only
 after the data: so the output's digest follows the writer on a thread of its own, reading back
 each entry's bytes from the output (just written, so from the page cache) once its header is
-final. The base needs no read-back: its digest is the output's up to its end.
+final, and goes on past the fsync and the rename. Each entry's own SHA-256 is read back from the
+output the same way, on another thread, beside it: during the copy the two cores this was tuned on
+are busy with the copy's system calls and the CRC, and after it the two digests take one core
+each. The base needs no read-back: its digest is taken as it is copied, and is the output's up to
+its end.
 
 An input that changes while it is read is caught by its stat: size, mtime and ctime (ns), inode,
 taken before and after the read on the open file, must agree. Any write, truncation or chmod moves
@@ -185,16 +189,18 @@ class _Crc:
 
 
 class _Workers:
-    """The helper threads: two that digest the chunks being copied, one that reads back the output, one that
-    writes the output back to disk (fsync) while the copy and the read-back go on.
+    """The helper threads: one that digests the chunks being copied, one that reads back the output for its
+    digest and one for its entries' digests, one that writes the output back to disk (fsync) while the copy
+    and the read-back go on, then frees the output it replaced.
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
     queued work is cancelled and running work awaited, so no thread outlives the files it uses.
     """
 
     def __init__(self) -> None:
-        self.digest = [ThreadPoolExecutor(1, thread_name_prefix="zipappend-digest") for _ in range(2)]
+        self.digest = ThreadPoolExecutor(1, thread_name_prefix="zipappend-digest")
         self.readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-readback")
+        self.entry_readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-entry-readback")
         self.writeback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-writeback")
         self.flush: Future | None = None
         self.buffers = [memoryview(bytearray(_CHUNK)) for _ in range(_BUFFERS)]
@@ -207,13 +213,26 @@ class _Workers:
             self._settle()
             self.flush = self.writeback.submit(os.fdatasync, fd)
 
-    def durable(self, fd: int, meanwhile: Callable[[], str]) -> str:
-        """fsync ``fd`` once the writeback in flight is done, running ``meanwhile`` beside it; its result."""
-        last = self.writeback.submit(os.fsync, fd)  # queued behind the writeback in flight
-        result = meanwhile()
+    def durable(self, fd: int) -> None:
+        """fsync ``fd`` once the writeback in flight is done (the read-back goes on meanwhile)."""
         self._settle()
-        last.result()
-        return result
+        os.fsync(fd)
+
+    def replace(self, tmp: Path, output: Path) -> None:
+        """Rename ``tmp`` over ``output``, the replaced file's blocks freed on the writeback thread.
+
+        Freeing GiBs is no instant: with the ``discard`` mount option the kernel trims them first (4 s for
+        4.5 GiB here). An open descriptor of the old file keeps its inode alive through the rename, so the
+        freeing happens at its close, beside the output's read-back instead of after it."""
+        try:
+            old = os.open(output, os.O_PATH)
+        except OSError:  # no output yet (or none we may see): the rename frees nothing
+            old = -1
+        try:
+            os.replace(tmp, output)
+        finally:
+            if old >= 0:
+                self.writeback.submit(os.close, old)
 
     def _settle(self) -> None:
         if self.flush is not None:
@@ -223,7 +242,7 @@ class _Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for pool in (*self.digest, self.readback, self.writeback):
+        for pool in (self.digest, self.readback, self.entry_readback, self.writeback):
             pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -233,33 +252,30 @@ def _stat(f: BinaryIO) -> tuple[int, ...]:
 
 
 def _copy(path: Path, f: BinaryIO, size: int, sink: _Sink, workers: _Workers,
-          updates: Sequence[Callable[[bytes | memoryview], object]]) -> None:
-    """Write ``f``'s first ``size`` bytes to ``sink``; each of ``updates`` sees them all, in order, on its own thread."""
-    threads = workers.digest[:len(updates)]
-    busy: list[list[Future]] = [[] for _ in workers.buffers]
+          update: Callable[[bytes | memoryview], object]) -> None:
+    """Write ``f``'s first ``size`` bytes to ``sink``; ``update`` sees them all, in order, on the digest thread."""
+    busy: list[Future | None] = [None for _ in workers.buffers]
     turn = 0
     for offset, length, is_data in _extents(f.fileno(), size):
         if not is_data:
-            for thread, update in zip(threads, updates):
-                thread.submit(_hash_zeros, length, update)
+            workers.digest.submit(_hash_zeros, length, update)
             sink.hole(length)
             continue
         f.seek(offset)
         while length:
             view = workers.buffers[turn]
-            for done in busy[turn]:
-                done.result()  # this buffer's last chunk is hashed: it may be filled again
+            if busy[turn] is not None:
+                busy[turn].result()  # this buffer's last chunk is hashed: it may be filled again
             got = f.readinto(view[:min(length, _CHUNK)])
             if not got:
                 raise ZipAppendError(f"{path} shrank while being packaged; package again")
             chunk = view[:got]
-            busy[turn] = [thread.submit(update, chunk) for thread, update in zip(threads, updates)]
+            busy[turn] = workers.digest.submit(update, chunk)
             sink.write(chunk)
             workers.write_back(sink.fd)
             length -= got
             turn = (turn + 1) % len(workers.buffers)
-    for thread in threads:
-        thread.submit(lambda: None).result()  # every update has run
+    workers.digest.submit(lambda: None).result()  # every update has run
 
 
 class _Sink:
@@ -286,8 +302,8 @@ class _Sink:
             view, offset = view[written:], offset + written
 
 
-class _OutputDigest:
-    """The output's SHA-256, read back in order on its own thread up to where the bytes are final."""
+class _ReadBack:
+    """The SHA-256 of the output from ``start`` on, read back in order on ``thread`` up to where the bytes are final."""
 
     def __init__(self, fd: int, start: int, sha: hashlib._Hash, thread: ThreadPoolExecutor) -> None:
         self.fd, self.pos, self.sha, self.thread = fd, start, sha, thread
@@ -432,11 +448,13 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     """Write ``output`` = ``base`` + ``entries`` (stored, data aligned to ``align``) + one central directory.
 
     ``epoch`` (SOURCE_DATE_EPOCH) timestamps every new entry. The output is written beside
-    itself under a temporary name (opencoti_build.tempfiles) and renamed into place, so a failure
-    leaves any previous ``output`` untouched; ``before_replace`` runs just before the rename (the
-    packager removes the old manifest there, so no manifest ever describes other bytes).
-    ``on_digest(path, stat, sha256)`` is called for the base and each file entry as read, then for
-    the output as written (unless it changed after the rename: then not at all).
+    itself under a temporary name (opencoti_build.tempfiles), fsynced, and renamed into place, so a
+    failure while writing leaves any previous ``output`` untouched; ``before_replace`` runs just before
+    the rename (the packager removes the old manifest there, so no manifest ever describes other bytes).
+    The output's SHA-256 may finish after the rename: if it fails then, or the output is written to
+    meanwhile, the new output stays in place, whole and on the disk, and the error means its digest
+    is unknown (the packager writes no manifest for it). ``on_digest(path, stat, sha256)`` is called
+    for the base and each file entry as read, then for the output as written.
     Raises ZipAppendError (or ZipStoreError for a bad base).
     """
     base, output = Path(base), Path(output)
@@ -459,14 +477,16 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         sink = _Sink(fd)
         with _Workers() as workers:
             base_sha = hashlib.sha256()
-            _read_whole(base, store.file_size, sink, workers, [base_sha.update], heard, base_sha)
-            digest = _OutputDigest(fd, sink.pos, base_sha.copy(), workers.readback)  # the output begins with the base
+            base_read = _read_whole(base, store.file_size, sink, workers, base_sha.update)
+            if store.file_size == base_read.st_size:  # read whole
+                heard(base, base_read, base_sha.hexdigest())
+            digest = _ReadBack(fd, sink.pos, base_sha.copy(), workers.readback)  # the output begins with the base
             records = [r.raw for r in store.records]
-            infos = list(base_infos)
+            written_entries = []
             for entry in entries:
-                info, record = _write_entry(sink, entry, workers, heard, align=align, date=date, dtime=dtime)
+                written_entry, record = _write_entry(sink, entry, workers, align=align, date=date, dtime=dtime)
                 digest.through(sink.pos)
-                infos.append(info)
+                written_entries.append(written_entry)
                 records.append(record)
             cd_offset = sink.pos
             for record in records:
@@ -474,15 +494,19 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
             sink.write(_end_records(len(records), cd_offset, sink.pos - cd_offset))
             digest.through(sink.pos)
             os.fchmod(fd, mode)
-            # the last of the writeback beside the read-back (which the page cache serves either way)
-            sha256 = workers.durable(fd, digest.hexdigest)
-        written = os.fstat(fd)
-        if before_replace is not None:
-            before_replace()
-        os.replace(tmp, output)
-        renamed = os.fstat(fd)  # the rename moves the ctime; anything else means another writer
+            workers.durable(fd)  # every byte on the disk before the name points at it
+            written = os.fstat(fd)
+            if before_replace is not None:
+                before_replace()
+            workers.replace(tmp, output)
+            sha256 = digest.hexdigest()  # the read-backs, from the page cache, may outlast the fsync
+            infos = base_infos + [e.info(heard) for e in written_entries]
+            renamed = os.fstat(fd)  # the rename moves the ctime; anything else means another writer
         os.close(fd)
         fd = -1
+        if (renamed.st_size, renamed.st_mtime_ns) != (written.st_size, written.st_mtime_ns):
+            # the read-back may have seen the other writer's bytes: no digest of this file can be vouched for
+            raise ZipAppendError(f"{output} was written to while being packaged; package again")
     except BaseException as exc:
         if fd >= 0:
             os.close(fd)
@@ -490,37 +514,51 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         if isinstance(exc, OSError):
             raise ZipAppendError(f"cannot write {output}: {exc.strerror or exc}") from exc
         raise
-    if (renamed.st_size, renamed.st_mtime_ns) == (written.st_size, written.st_mtime_ns):
-        heard(output, renamed, sha256)
+    heard(output, renamed, sha256)
     return AppendResult(output, sink.pos, sha256, base_sha.hexdigest(), align, tuple(infos))
 
 
 def _read_whole(path: Path, size: int, sink: _Sink, workers: _Workers,
-                updates: Sequence[Callable[[bytes | memoryview], object]], heard: Digest, sha: hashlib._Hash) -> int:
-    """Copy ``path`` (``size`` bytes, or all of it when negative) once; its size. A change while it is read is refused."""
+                update: Callable[[bytes | memoryview], object]) -> os.stat_result:
+    """Copy ``path`` (``size`` bytes, or all of it when negative) once; its stat. A change while it is read is refused."""
     try:
         f = open(path, "rb", buffering=0)
     except OSError as exc:
         raise ZipAppendError(f"cannot read {path}: {exc.strerror}") from exc
     with f:
         before = os.fstat(f.fileno())
-        if size < 0:
-            size = before.st_size
-        _copy(path, f, size, sink, workers, updates)
+        _copy(path, f, before.st_size if size < 0 else size, sink, workers, update)
         if _identity(os.fstat(f.fileno())) != _identity(before):
             raise ZipAppendError(f"{path} changed while being packaged; package again")
-    if size == before.st_size:  # read whole
-        heard(path, before, sha.hexdigest())
-    return size
+    return before
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
 
 
-def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, heard: Digest, *, align: int, date: int,
-                 dtime: int) -> tuple[EntryInfo, bytes]:
-    """Padding, local header (CRC-32 filled in after the data), data: the entry's info and central record."""
+@dataclass
+class _WrittenEntry:
+    """An entry in the output; a file entry's SHA-256 is still being read back from there."""
+
+    entry: Entry
+    start: int
+    size: int
+    crc32: int
+    digest: _ReadBack | str
+    read: os.stat_result | None = None  # a file entry's stat as it was read
+
+    def info(self, heard: Digest) -> EntryInfo:
+        """The entry's info, once its digest is read back; ``heard`` hears of a file entry's."""
+        sha256 = self.digest if isinstance(self.digest, str) else self.digest.hexdigest()
+        if self.entry.path is not None and self.read is not None:
+            heard(self.entry.path, self.read, sha256)
+        return EntryInfo(self.entry.name, self.start, self.size, self.size, "stored", self.crc32, sha256, appended=True)
+
+
+def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, date: int,
+                 dtime: int) -> tuple[_WrittenEntry, bytes]:
+    """Padding, local header (CRC-32 filled in after the data), data: the entry written and its central record."""
     if entry.data is not None:
         size, crc32 = len(entry.data), zlib.crc32(entry.data)
     else:
@@ -535,19 +573,20 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, heard: Digest, *,
     sink.write(bytes(start - len(header) - sink.pos))
     offset = sink.pos
     sink.write(header)
-    sha = hashlib.sha256()
     if entry.data is not None:
-        sha.update(entry.data)
         sink.write(entry.data)
+        written = _WrittenEntry(entry, start, size, crc32, hashlib.sha256(entry.data).hexdigest())
     else:
         crc = _Crc()
-        if _read_whole(entry.path, -1, sink, workers, [crc.update, sha.update], heard, sha) != size:
+        read = _read_whole(entry.path, -1, sink, workers, crc.update)
+        if read.st_size != size:
             raise ZipAppendError(f"{entry.path} changed while being packaged; package again")
         crc32 = crc.value
         sink.patch(offset, _local_header(_Pending(entry, size, crc32), date, dtime))
-    done = _Pending(entry, size, crc32)
-    info = EntryInfo(entry.name, start, size, size, "stored", crc32, sha.hexdigest(), appended=True)
-    return info, _central_record(done, offset, date, dtime)
+        digest = _ReadBack(sink.fd, start, hashlib.sha256(), workers.entry_readback)
+        digest.through(start + size)
+        written = _WrittenEntry(entry, start, size, crc32, digest, read)
+    return written, _central_record(_Pending(entry, size, crc32), offset, date, dtime)
 
 
 __all__ = [
