@@ -195,6 +195,26 @@ def test_the_links_take_the_named_linker_and_a_change_of_linker_relinks(built_na
     assert not any(line.startswith("NATIVELINK") for line in summary.unprefixed(back.stdout))
 
 
+def test_thin_archives_name_their_members_relatively_and_a_member_change_relinks(tree: Path, tmp_path: Path) -> None:
+    build = tmp_path / "b"
+    scons("native", f"SRC={tree}", "CPU_ONLY=1", build=build)
+    native = build / "out" / "native"
+    archive = native / "obj" / "lib" / "libllamafile.a"  # llamafile's package: the server's main
+    before = archive.read_bytes()
+    assert before.startswith(b"!<thin>\n")  # an index and member paths, no copies of the objects
+    assert b"../llama.cpp/tools/server/server.cpp.o/" in before and str(tmp_path).encode() not in before
+    source = tree / "llama.cpp" / "tools" / "server" / "server.cpp"
+    source.write_text(source.read_text().replace('"server: model=', '"server: MODEL='))  # same sizes and symbols
+    proc = scons("native", f"SRC={tree}", "CPU_ONLY=1", build=build)
+    steps = summary.unprefixed(proc.stdout)
+    assert f"NATIVECC {native / 'obj' / 'llama.cpp' / 'tools' / 'server' / 'server.cpp.o'}" in steps
+    assert archive.read_bytes() == before  # the thin archive cannot tell: the server depends on the member
+    assert f"NATIVELINK {native / 'bin' / 'llama-server'}" in steps
+    run = subprocess.run([str(native / "bin" / "llama-server"), "-m", "tiny.gguf"], capture_output=True, text=True,
+                         timeout=30)
+    assert "server: MODEL=tiny.gguf" in run.stdout + run.stderr
+
+
 def test_a_linker_not_on_path_is_one_error_line(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"  # the compilers, without ld.gold
     bin_dir.mkdir()

@@ -7,7 +7,8 @@ lane writes nothing (``scons -n`` included): the checkout is read where it is.
 
 Builders: ``NativeObject`` (``.o``) and ``NativeSharedObject`` (``.os``), one C or C++ compile each,
 sources scanned by the shared include scanner (site_tools/include_scanner.py: -iquote, -I, -isystem as
-gcc searches them), each registered in the compile database (site_tools/compiledb.py).
+gcc searches them), each registered in the compile database (site_tools/compiledb.py); ``NativeArchive``,
+a thin archive of objects (whatever links it must also depend on the objects).
 
 Methods:
 
@@ -46,7 +47,7 @@ import SCons.Builder
 from SCons.Defaults import SharedObjectEmitter, StaticObjectEmitter
 from SCons.Script import Action
 
-from opencoti_build import cuda_sources, errors, launchers, native_lane, package_flags, prefix_maps, sources, steplines, templates, webui
+from opencoti_build import build_lock, cuda_sources, errors, launchers, native_lane, package_flags, prefix_maps, sources, steplines, templates, webui
 from opencoti_build.toolchains import cuda as cuda_toolchain
 from site_tools.compiledb import object_emitter
 from site_tools.compile_maps import compile_maps
@@ -154,6 +155,17 @@ def native_cuda_library(env: Any, base_lib: list[Any]) -> list[Any] | None:
     return lib
 
 
+def _thin_archive(target: list[Any], source: list[Any], env: Any) -> int:
+    """``ar $ARFLAGS`` run in the archive's directory, the members named from there: a thin archive (an index
+    and the members' paths, not copies of them) that names no checkout. An edit then does not rewrite 300 MB
+    of -g objects into libllama.a before the link; whoever links one depends on its members too, since a
+    member's new bytes can leave the thin archive's bytes as they were."""
+    directory = target[0].dir.abspath
+    argv = [env.subst("$AR"), *env.subst("$ARFLAGS").split(), target[0].name]
+    argv += [os.path.relpath(member.abspath, directory) for member in source]
+    return subprocess.run(argv, cwd=directory, env=env["ENV"], **build_lock.inherited()).returncode
+
+
 def _object_builder(c_com: str, cxx_com: str, suffix: str, emitter: Any) -> SCons.Builder.Builder:
     actions = {".c": Action(f"${c_com}", f"${c_com}STR")}
     actions.update((s, Action(f"${cxx_com}", f"${cxx_com}STR")) for s in sources.CXX_SUFFIXES)
@@ -183,7 +195,8 @@ def generate(env: Any) -> None:
         _IQUOTEFLAGS="${_concat('-iquote ', IQUOTEPATH, '', __env__)}",
         _ISYSTEMFLAGS="${_concat('-isystem ', ISYSTEMPATH, '', __env__)}",
         LINKFLAGS=["-fopenmp"] + linker + map_flags, SHLINKFLAGS=["-shared", "-Wl,-soname,${TARGET.file}"] + linker + map_flags,
-        ARFLAGS=["rcsD"], RANLIBCOM="",  # deterministic archives, indexed by ar itself
+        # Thin archives (T, NativeArchive): deterministic (D), indexed by ar itself (s).
+        ARFLAGS=["rcsDT"], RANLIBCOM="",
     )
     env.Replace(**steplines.short_forms(steplines.NATIVE, env["VERBOSE"]))  # VERBOSE=1: the commands
     env.SetDefault(**launchers.construction_vars("", []))
@@ -191,6 +204,8 @@ def generate(env: Any) -> None:
         env[com] = launchers.prefixed(env[com])
     env["BUILDERS"]["NativeObject"] = _object_builder("CCCOM", "CXXCOM", ".o", StaticObjectEmitter)
     env["BUILDERS"]["NativeSharedObject"] = _object_builder("SHCCCOM", "SHCXXCOM", ".os", SharedObjectEmitter)
+    env["BUILDERS"]["NativeArchive"] = SCons.Builder.Builder(
+        action=Action(_thin_archive, "$ARCOMSTR", varlist=["AR", "ARFLAGS"]), suffix=".a")
     env.AddMethod(native_generated, "NativeGenerated")
     env.AddMethod(native_objects, "NativeObjects")
     env.AddMethod(native_cuda_library, "NativeCudaLibrary")
