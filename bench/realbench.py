@@ -12,8 +12,10 @@ Compiles are SCons's ``NATIVECC`` lines and Ninja's ``Building C/CXX object`` li
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
+import secrets
 import shutil
 import sys
 from dataclasses import asdict, dataclass
@@ -59,12 +61,13 @@ def scratch_copy(source: Path, dest: Path) -> Path:
     return dest
 
 
-def append_edit(tree: Path, header: str, serial: int) -> None:
+def append_edit(tree: Path, header: str, serial: str) -> None:
     """A change no cache can have seen: a new declaration at the end of the header.
 
     Not a comment: ccache's preprocessor mode hashes the preprocessed text, so a comment-only edit is a
     ccache hit (the first recorded run measured exactly that); a declaration reaches every includer's
-    preprocessed text, as a real edit does.
+    preprocessed text, as a real edit does. ``serial`` is unique to the bench run too: the tree is copied afresh
+    each run, and a work directory kept from an earlier run keeps both builds' caches.
     """
     with open(tree / header, "a") as f:
         f.write(f"extern int opencoti_bench_edit_{serial};\n")
@@ -160,7 +163,7 @@ def measure(source: Path, project: Path, work: Path, jobs: int, runs: int, heavy
     full-cost cold build and ggml.h edit). Without ``cold``, both builds are first brought up to date (not timed)."""
     tree = scratch_copy(source, work / "llama.cpp")
     builds: list[Build] = [SconsNative(project, tree, work / "scons", jobs), CMakeNinja(tree, work / "cmake", jobs)]
-    edits = iter(range(1, 1_000_000))
+    edits = (f"{secrets.token_hex(4)}_{i}" for i in itertools.count(1))
 
     def wipe_all(_: int) -> None:
         for b in builds:
