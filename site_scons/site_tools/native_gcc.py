@@ -29,7 +29,7 @@ for a NATIVE_LINKER this machine lacks.
 Construction variables read: NATIVE_LLAMACPP, NATIVE_OUT, SRC, BUILD_DIR (the prefix maps), VERBOSE,
 CPU_ONLY, FA_ALL_QUANTS, NATIVE_LINKER (opencoti_build.native_lane.linker_flags), ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none),
 CCWRAPPER_MAPS_VIA_PREPROCESSOR. Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS, CPPFLAGS, CPPDEFINES,
-CPPPATH, IQUOTEPATH, ISYSTEMPATH, _IQUOTEFLAGS, _ISYSTEMFLAGS, LINKFLAGS, SHLINKFLAGS, ARFLAGS, RANLIBCOM,
+CPPPATH, IQUOTEPATH, ISYSTEMPATH, _IQUOTEFLAGS, _ISYSTEMFLAGS, LINKFLAGS, SHLINKFLAGS, ARFLAGS,
 CCCOM, CXXCOM, SHCCCOM and SHCXXCOM behind the launcher,
 the ``*COMSTR`` lines of steplines.NATIVE, NATIVE_MACHINE, NATIVE_PATH_MAPS, _NATIVECOMPILEMAPS (the compiles'
 prefix maps, site_tools/compile_maps.py), NATIVE_DEFAULTS (the lane's
@@ -195,8 +195,7 @@ def generate(env: Any) -> None:
         _IQUOTEFLAGS="${_concat('-iquote ', IQUOTEPATH, '', __env__)}",
         _ISYSTEMFLAGS="${_concat('-isystem ', ISYSTEMPATH, '', __env__)}",
         LINKFLAGS=["-fopenmp"] + linker + map_flags, SHLINKFLAGS=["-shared", "-Wl,-soname,${TARGET.file}"] + linker + map_flags,
-        # Thin archives (T, NativeArchive): deterministic (D), indexed by ar itself (s).
-        ARFLAGS=["rcsDT"], RANLIBCOM="",
+        ARFLAGS=["rcsDT"],  # NativeArchive's: thin (T), deterministic (D), indexed by ar itself (s)
     )
     env.Replace(**steplines.short_forms(steplines.NATIVE, env["VERBOSE"]))  # VERBOSE=1: the commands
     env.SetDefault(**launchers.construction_vars("", []))

@@ -169,7 +169,7 @@ def _extents(fd: int, size: int) -> Iterator[tuple[int, int, bool]]:
         pos = end
 
 
-_BUFFERS = 3  # one filling, one or two being hashed: reading rarely waits for the hash threads
+_BUFFERS = 3  # one filling, one or two being hashed: reading rarely waits for the hash thread
 
 
 def _hash_zeros(length: int, *update: Callable[[bytes], object]) -> None:
