@@ -246,11 +246,6 @@ class _Workers:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _stat(f: BinaryIO) -> tuple[int, ...]:
-    st = os.fstat(f.fileno())
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
-
-
 def _copy(path: Path, f: BinaryIO, size: int, sink: _Sink, workers: _Workers,
           update: Callable[[bytes | memoryview], object]) -> None:
     """Write ``f``'s first ``size`` bytes to ``sink``; ``update`` sees them all, in order, on the digest thread."""
