@@ -73,6 +73,24 @@ def test_real_tree_copy_compiles_models_one_by_one(tmp_path: Path) -> None:
         realbench.scratch_copy(tmp_path / "src", tmp_path / "copy")
 
 
+@pytest.mark.parametrize("compiler, suffix", [("gcc", ".c"), ("g++", ".cpp")])
+def test_a_real_tree_edit_lands_in_every_includers_object(tmp_path: Path, compiler: str, suffix: str) -> None:
+    """Each edit gives objects no cache has seen, in C and C++ alike (ggml.h has both kinds of includer)."""
+    (tmp_path / "h.h").write_text("#pragma once\nint f(void);\n")
+    (tmp_path / f"tu{suffix}").write_text('#include "h.h"\nint f(void) { return 1; }\n')
+    objects = []
+    for serial in ("aa_1", "bb_1"):
+        shutil.copy(tmp_path / "h.h", tmp_path / "before.h")
+        realbench.append_edit(tmp_path, "h.h", serial)
+        obj = tmp_path / f"{serial}.o"
+        subprocess.run([compiler, "-O2", "-g", "-Wall", "-Werror", "-c", str(tmp_path / f"tu{suffix}"), "-o", str(obj)],
+                       check=True)
+        objects.append(obj.read_bytes())
+        assert serial.encode() in objects[-1]
+        shutil.copy(tmp_path / "before.h", tmp_path / "h.h")  # the k-th edit of another bench run
+    assert objects[0] != objects[1]
+
+
 def test_ninja_compiles_are_counted_from_its_progress_lines() -> None:
     output = ("ninja: Entering directory `b'\n[1/4] Building C object ggml/src/ggml.c.o\n"
               "[2/4] Building CXX object src/llama.cpp.o\n[3/4] Linking CXX shared library bin/libllama.so\n"
