@@ -83,7 +83,9 @@ def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
     old = json.loads(previous.read_text())
     kept = {k: old[k] for k in ("fat", "growth", "realtree", "packaging", "shared") if k in old and k not in results}
     commits = {**old.get("commits", {}), **results.pop("commits")}
-    return {**results, **kept, "commits": commits, "commands": [*old.get("commands", []), results.pop("command")]}
+    command = results.pop("command")  # a command run again moves to the end: the list reproduces the record once
+    commands = [c for c in old.get("commands", []) if c != command] + [command]
+    return {**results, **kept, "commits": commits, "commands": commands}
 
 
 def _keep_rows(previous: Path, real: dict, rows: tuple[str, ...], commit: str) -> dict:
