@@ -110,6 +110,18 @@ def test_real_tree_rows_not_measured_are_kept_with_the_commit_they_came_from(tmp
     assert real["measured_at"] == {"cold": "old", "null": "old", "leaf_edit": "new"}
 
 
+def test_a_command_run_again_is_listed_once_as_the_latest(tmp_path: Path) -> None:
+    from bench import run
+
+    previous = tmp_path / "benchmarks.json"
+    previous.write_text(json.dumps({"fat": {"x": 1}, "packaging": [], "commits": {"fat": "a", "package": "a"},
+                                    "commands": ["run --parts package", "run --parts fat"]}))
+    merged = run._merge(previous, {"packaging": [1], "commits": {"package": "b"}, "command": "run --parts package"},
+                        {"package"})
+    assert merged["commands"] == ["run --parts fat", "run --parts package"]
+    assert merged["fat"] == {"x": 1} and merged["packaging"] == [1] and merged["commits"] == {"fat": "a", "package": "b"}
+
+
 @pytest.mark.skipif(shutil.which("ccache") is None or shutil.which("redis-server") is None,
                     reason="needs ccache and redis-server")
 def test_runner_shared_part_on_a_tiny_tree(tmp_path: Path) -> None:
