@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import MINI_TREE, scons_command
+
 from opencoti_build import backends, binary_report, manifest, targets
 from opencoti_build.formats import spirv
 
@@ -57,3 +59,14 @@ def test_a_missing_lief_is_an_error_not_an_empty_list(shader_dso: Path, monkeypa
     monkeypatch.setitem(sys.modules, "lief", None)  # what `import lief` sees where it is not installed
     with pytest.raises(ImportError):
         manifest.dso_architectures(shader_dso)
+
+
+def test_reading_every_sconscript_loads_no_elf_reader(tmp_path: Path) -> None:
+    # lief takes most of a second to import: a run that reads the backends' SConscript but parses no DSO
+    # (here `scons -q`, which stops before the first step) must not pay for it.
+    argv, env = scons_command(f"SRC={MINI_TREE}", "-q", "host", "vulkan", build=tmp_path)
+    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, env=env)
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # not current: nothing is built yet
+    assert "opencoti_build.dso_verification" in imported, "the backends' SConscript was not read"
+    assert "lief" not in imported

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import lief
+if TYPE_CHECKING:
+    import lief
 
 _DEFAULT_DIRS: tuple[str, ...] = (
     "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
@@ -35,6 +37,10 @@ class LinkReport:
 
 
 def _parse(path: str) -> lief.ELF.Binary:
+    # lief loads here, not with the module: importing it takes ~0.8 s, and every SCons run that reads the
+    # backends' SConscript imports this module, most of them never parsing an ELF file.
+    import lief
+
     binary = lief.ELF.parse(path)
     if binary is None:
         raise ValueError(f"{path}: not an ELF file")
@@ -71,6 +77,8 @@ def _origin_expand(entries: str, origin: str) -> list[str]:
 
 
 def _own_search_dirs(binary: lief.ELF.Binary, path: str) -> list[str]:
+    import lief
+
     origin = os.path.dirname(os.path.abspath(path))
     runpath = [e for e in binary.dynamic_entries if e.tag == lief.ELF.DynamicEntry.TAG.RUNPATH]
     if runpath:
@@ -106,6 +114,8 @@ def _exports(path: str) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...
 
 def undefined_imports(binary: lief.ELF.Binary) -> set[str]:
     """Names of the undefined dynamic symbols that must be bound at load (weak ones may stay null)."""
+    import lief
+
     return {
         s.name for s in binary.dynamic_symbols
         if s.name and s.shndx == 0 and s.binding != lief.ELF.Symbol.BINDING.WEAK
