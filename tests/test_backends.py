@@ -62,8 +62,8 @@ def test_a_missing_lief_is_an_error_not_an_empty_list(shader_dso: Path, monkeypa
 
 
 def test_reading_every_sconscript_loads_no_elf_reader(tmp_path: Path) -> None:
-    # lief takes most of a second to import: a run that reads the backends' SConscript but parses no DSO
-    # (here `scons -q`, which stops before the first step) must not pay for it.
+    # lief takes most of a second to import: a run that asks for a backend but parses no DSO (here
+    # `scons -q`, which stops before the first step) must not pay for it.
     argv, env = scons_command(f"SRC={MINI_TREE}", "-q", "host", "vulkan", build=tmp_path)
     proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, env=env)
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}

@@ -37,8 +37,8 @@ class LinkReport:
 
 
 def _parse(path: str) -> lief.ELF.Binary:
-    # lief loads here, not with the module: importing it takes ~0.8 s, and every SCons run that reads the
-    # backends' SConscript imports this module, most of them never parsing an ELF file.
+    # lief loads here, not with the module: importing it takes ~0.8 s, and every SCons run that asks for a
+    # backend imports this module (ggml_dso), most of them never parsing an ELF file.
     import lief
 
     binary = lief.ELF.parse(path)
