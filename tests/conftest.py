@@ -1,27 +1,81 @@
-"""Shared test helpers: run the real build (scons subprocess) on copies of the miniature tree."""
+"""The test tiers (docs/testing.md) and the fixtures every tier shares.
+
+A test's tier is the directory it lives in, and each tier is also a marker (``-m unit`` ...):
+
+- ``tests/unit/``: in-process tests of the core; they start no process (tests/unit/conftest.py refuses one).
+- ``tests/integration/``: real builds of the miniature tree with the real compilers.
+- ``tests/soak/``: the seeded fault-injection and differential suites. A test marked
+  ``trials(full=N, per_run=K)`` runs K trials (``--long``: N) under a seed derived from the commit, so every
+  landing tries new schedules; the seed is printed at the end, and ``--seed S`` replays a run.
+- ``tests/realtree/``: builds of a real llama.cpp tree over a persistent cache; they run where that cache is
+  warm, or with ``--long`` (which warms it).
+"""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from scons_runs import MINI_TREE, NVCC13_ROOT, PROJECT, scons
 
-from opencoti_build import summary, versioning
-
-PROJECT = Path(__file__).resolve().parents[1]
-MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"
-MINI_VERSION = versioning.llamafile_version(MINI_TREE)
-# The CUDA 13 toolkit the CUDA tests compile with (they skip without it).
-NVCC13_ROOT = Path(os.environ.get("OPENCOTI_TEST_CUDA13", "/usr/local/cuda-13.0"))
-
-
+TIERS = ("unit", "integration", "soak", "realtree")
+# The seed when the checkout is no git repository (a tarball): fixed, and printed like any other.
+FALLBACK_SEED = 20261203
 # The groups that take longest on 2 cores, longest first: scripts/test hands groups to workers in collection
 # order (--no-loadscope-reorder), so these start at once and the short modules fill in around them.
-LONGEST_GROUPS = ("tests/test_native_realtree.py", "tests/test_null_build.py", "faults-kill", "faults-cache",
-                  "faults-remote")
+LONGEST_GROUPS = ("tests/realtree/test_native_realtree.py", "tests/soak/test_null_build.py", "faults-kill",
+                  "faults-cache", "faults-remote")
+_SEED = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("opencoti", "opencoti test tiers (docs/testing.md)")
+    group.addoption("--long", action="store_true",
+                    help="the soak tier at full counts, and the real-tree tier even when its cache is cold")
+    group.addoption("--seed", type=int, default=None,
+                    help="the soak tier's seed (default: derived from the commit, printed at the end)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "trials(full, per_run): a seeded soak family; `trial` runs per_run "
+                                       "trials per run, full with --long")
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier}: a test of the {tier} tier (tests/{tier}/, docs/testing.md)")
+
+
+def soak_seed(config: pytest.Config) -> int:
+    """--seed, else the commit's first 32 bits (each landing gets new schedules), else FALLBACK_SEED."""
+    if _SEED not in config.stash:
+        seed = config.getoption("seed")
+        if seed is None:
+            try:
+                head = subprocess.run(["git", "-C", str(PROJECT), "rev-parse", "HEAD"], capture_output=True,
+                                      text=True).stdout.strip()
+            except OSError:
+                head = ""
+            seed = int(head[:8], 16) if len(head) >= 8 else FALLBACK_SEED
+        config.stash[_SEED] = seed
+    return config.stash[_SEED]
+
+
+def trial_count(config: pytest.Config, full: int, per_run: int) -> int:
+    """How many trials a soak family runs: its full count with --long, its slice otherwise."""
+    return full if config.getoption("long") else min(per_run, full)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("trials")
+    if marker is not None and "trial" in metafunc.fixturenames:
+        metafunc.parametrize("trial", range(trial_count(metafunc.config, **marker.kwargs)))
+
+
+def tier_of(item: pytest.Item) -> str:
+    parts = Path(str(item.path)).relative_to(PROJECT / "tests").parts
+    if len(parts) < 2 or parts[0] not in TIERS:
+        raise pytest.UsageError(f"{item.nodeid}: a test belongs under one of tests/{{{','.join(TIERS)}}}/")
+    return parts[0]
 
 
 def xdist_group(item: pytest.Item) -> str:
@@ -30,52 +84,47 @@ def xdist_group(item: pytest.Item) -> str:
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test), a module's tests run on one worker, in order,
-    with its module fixtures built once, unless they name an ``xdist_group`` of their own (the fault suite's
-    workspaces: each group keeps its seeded trials' order, so a failure reproduces). The longest groups
-    come first."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets its tier's marker. Under pytest-xdist's ``--dist loadgroup`` (scripts/test), a module's
+    tests run on one worker, in order, with its module fixtures built once, unless they name an
+    ``xdist_group`` of their own (the fault suite's workspaces: each group keeps its seeded trials' order, so
+    a failure reproduces). The longest groups come first."""
     for item in items:
+        tier = tier_of(item)
+        item.add_marker(tier)
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
     rank = {group: n for n, group in enumerate(LONGEST_GROUPS)}
     items.sort(key=lambda item: rank.get(xdist_group(item), len(rank)))  # stable: each group keeps its order
 
 
-def scons_command(*args: str, build: Path, home: Path | None = None, project: Path = PROJECT,
-                  env_extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """(argv, environment) of a scons run on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
-    defaults = {
-        "BUILD_DIR": str(build / "out"),
-        "CACHE_DIR": str(build / "cache"),
-        "DIST_DIR": str(build / "dist"),
-        "BACKEND_DIST_DIR": str(build / "vendors-dist"),
-        "COMPILEDB": str(build / "compile_commands.json"),
-    }
-    given = {a.split("=", 1)[0] for a in args if "=" in a and not a.startswith("-")}
-    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q"]
-    argv += [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args)
-    # The stand-in, explicitly: tests never download cosmocc (a test of provisioning overrides this).
-    env = dict(os.environ, HOME=str(home or build / "home"), OPENCOTI_COSMOCC="stand-in")
-    env.pop("OPENCOTI_CACHE_URL", None)  # a developer's shared cache stays out of the tests (they pass their own)
-    env.update(env_extra or {})
-    Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
-    return argv, env
+def pytest_report_header(config: pytest.Config) -> str:
+    counts = "full counts (--long)" if config.getoption("long") else "a slice of each family (--long: full counts)"
+    return f"soak: seed {soak_seed(config)}, {counts}"
 
 
-def scons(*args: str, build: Path, home: Path | None = None, check: bool = True, project: Path = PROJECT,
-          env_extra: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """Run scons on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
-    argv, env = scons_command(*args, build=build, home=home, project=project, env_extra=env_extra)
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"scons {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201 (a hook wrapper)
+    """A failed soak test says how to replay it: its module (whose trials share workspaces), in order, under
+    this run's seed and counts."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and item.get_closest_marker("soak") is not None:
+        counts = " --long" if item.config.getoption("long") else ""
+        module = item.nodeid.split("::", 1)[0]
+        report.sections.append(("soak", f"replay: scripts/test -n 0{counts} --seed {soak_seed(item.config)} {module}"))
 
 
-def compiled(proc: subprocess.CompletedProcess[str]) -> list[str]:
-    """The fat objects a build compiled (one ``FATCC <x86 object> (+ .aarch64)`` line each)."""
-    return sorted(line.split()[1] for line in summary.unprefixed(proc.stdout) if line.startswith("FATCC "))
+@pytest.fixture(scope="session")
+def seed(pytestconfig: pytest.Config) -> int:
+    """The soak tier's seed for this run (see soak_seed)."""
+    return soak_seed(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def soak_count(pytestconfig: pytest.Config) -> Callable[[int, int], int]:
+    """trial_count for a family that counts its own rounds: ``soak_count(full, per_run)``."""
+    return lambda full, per_run: trial_count(pytestconfig, full, per_run)
 
 
 @pytest.fixture
@@ -101,19 +150,3 @@ def nvcc13() -> Path:
     if not nvcc.exists():
         pytest.skip(f"needs nvcc 13 at {nvcc} (or set OPENCOTI_TEST_CUDA13)")
     return nvcc
-
-
-def dso_paths(backend: str, build: Path) -> tuple[Path, Path]:
-    """(the DSO under BACKEND_DIST_DIR, its mirror under HOME) of a scons run with outputs under ``build``."""
-    name = f"ggml-{backend}.so"
-    return (build / "vendors-dist" / "llamafile" / backend / MINI_VERSION / name,
-            build / "home" / ".llamafile" / "v" / MINI_VERSION / name)
-
-
-def copy_checkout(dest: Path) -> Path:
-    """What a second clone holds for a build: the build description and the fixture."""
-    for name in ("SConstruct", "build.SConscript"):
-        shutil.copy2(PROJECT / name, dest / name)
-    for name in ("site_scons", "host", "backends", "package", "native", "vendors"):
-        shutil.copytree(PROJECT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "dist"))
-    return dest

@@ -2,11 +2,30 @@
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from bench.llamacpp_sdist import DOWNLOAD, sdist_llamacpp  # noqa: F401 (the tests' import point)
+
+WARM_STAMP = ".opencoti-realtree-warm"
+
+
+@dataclass(frozen=True)
+class PersistentBuild:
+    """A fixed output directory and CacheDir kept between runs (outside any test's tmp dir)."""
+
+    cache: Path
+    build: Path
+
+    @property
+    def warm(self) -> bool:
+        return (self.cache / WARM_STAMP).is_file()
+
+    def mark_warm(self) -> None:
+        (self.cache / WARM_STAMP).write_text("a real-tree build completed over this cache\n")
+
 
 N_EMBD, N_HEAD, N_FF, N_CTX = 64, 4, 128, 256
 SPECIAL = ("<unk>", "<s>", "</s>")

@@ -1,0 +1,233 @@
+"""`scons package` / `scons verify` end to end, packaging prebuilt cosmopolitan executables (HOST=)."""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from opencoti_build import summary, versioning
+from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
+from scons_runs import MINI_TREE, PROJECT, dso_paths, scons, scons_command
+
+VERSION = versioning.llamafile_version(MINI_TREE)
+TAG = versioning.opencoti_tag(PROJECT / "vendors" / "llamafile" / "OPENCOTI_TAG")
+ARCH = "x86_64"
+BARE = f"opencoti-llamafile-{VERSION}-{TAG}-{ARCH}.llamafile"
+EMBEDDER = f"opencoti-embedder-{VERSION}-{ARCH}.llamafile"
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> dict[str, Path]:
+    args = tmp_path / "in" / "strace.args"
+    args.parent.mkdir()
+    args.write_text("# the model, then options every cosmopolitan binary knows\n-m /zip/tiny.gguf\n--strace\n--ftrace\n")
+    # real cosmopolitan programs, made to pass for llamafiles (a version string, -m), still runnable
+    return {
+        "pledge": as_llamafile(PLEDGE, tmp_path / "in" / "pledge", VERSION),
+        "file": as_llamafile(FILE_ELF, tmp_path / "in" / "file.elf", VERSION),
+        "model": write_gguf(tmp_path / "in" / "tiny.gguf"),
+        "args": args,
+    }
+
+
+def package(tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return scons("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", *args, build=tmp_path / "b",
+                 home=tmp_path / "home", check=check)
+
+
+def dist(tmp_path: Path) -> Path:
+    return tmp_path / "b" / "dist" / "llamafile"
+
+
+def test_package_writes_both_artifacts_that_run_and_verify(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    packaged = package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
+    # CPU_ONLY=1 embeds no DSO: no backend is read, no GPU toolchain probed (nor lief imported)
+    said = packaged.stdout + packaged.stderr
+    assert not [line for line in said.splitlines() if line.startswith(("WARN: cuda", "WARN: rocm", "WARN: vulkan",
+                                                                        "NOTE: rocm"))], said
+    out = dist(tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [BARE, BARE + ".MANIFEST.json", EMBEDDER, EMBEDDER + ".MANIFEST.json"])
+    for name in (BARE, EMBEDDER):
+        proc = run("sh", f"./{name}", "-h", cwd=out)  # Linux without binfmt_misc: launch through sh
+        assert "usage: pledge" in proc.stdout + proc.stderr
+        assert "No errors detected" in run("unzip", "-t", name, cwd=out).stdout
+    bare = json.loads((out / f"{BARE}.MANIFEST.json").read_text())
+    embedder = json.loads((out / f"{EMBEDDER}.MANIFEST.json").read_text())
+    assert bare["versionString"] == f"opencoti-{VERSION}-{TAG}" and bare["model"] is None and bare["args"] is None
+    assert bare["dsos"] == [] and bare["host"]["prebuilt"] is True and bare["patches"] == []
+    assert embedder["model"]["name"] == "tiny.gguf" and embedder["model"]["ggufVersion"] == 3
+    assert embedder["args"] == inputs["args"].read_text()
+    assert [e["name"] for e in embedder["entries"] if e["appended"]] == ["tiny.gguf", ".args"]
+    assert all(e["offset"] % 65536 == 0 for e in embedder["entries"] if e["appended"])
+
+    verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                     f"MODEL={inputs['model']}", f"ARGS={inputs['args']}", build=tmp_path / "b", home=tmp_path / "home")
+    assert f"OK: {out / BARE} matches {BARE}.MANIFEST.json" in verified.stdout
+    assert f"OK: {out / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout
+    assert "PACKAGE" not in verified.stdout  # verify found everything up to date
+
+
+GPU_TOOLCHAINS = [shutil.which("glslc"), shutil.which("hipcc") or glob.glob("/opt/rocm/bin/hipcc"),
+                  shutil.which("nvcc") or glob.glob("/usr/local/cuda*/bin/nvcc")]
+
+
+@pytest.mark.skipif(sum(map(bool, GPU_TOOLCHAINS)) < 2, reason="needs two of glslc, hipcc, nvcc")
+def test_each_embedded_dso_is_the_one_its_backend_built(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    # every backend whose toolchain is here (CUDA for one arch), built from the miniature tree and embedded
+    package(tmp_path, f"HOST={inputs['pledge']}", "CPU_ONLY=0", "CUDA_ARCHS=80")
+    artifact = dist(tmp_path) / BARE
+    data = json.loads((dist(tmp_path) / f"{BARE}.MANIFEST.json").read_text())
+    assert len(data["dsos"]) >= 2, data["dsos"]
+    entries = {e["name"]: e for e in data["entries"]}
+    with open(artifact, "rb") as raw:
+        for dso in data["dsos"]:
+            built = dso_paths(dso["backend"], tmp_path / "b")[0]
+            digest = hashlib.sha256(built.read_bytes()).hexdigest()
+            entry = entries[dso["name"]]
+            raw.seek(entry["offset"])
+            assert dso["name"] == built.name and dso["sha256"] == entry["sha256"] == digest, dso
+            assert hashlib.sha256(raw.read(entry["size"])).hexdigest() == digest, dso  # the bytes under that name
+    verified = scons("verify", f"SRC={MINI_TREE}", f"ARCH={ARCH}", f"HOST={inputs['pledge']}", "CUDA_ARCHS=80",
+                     build=tmp_path / "b", home=tmp_path / "home")
+    assert f"OK: {artifact} matches {BARE}.MANIFEST.json" in verified.stdout
+
+
+def test_cosmopolitan_runtime_reads_the_embedded_model(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    args = tmp_path / "in" / "file.args"
+    args.write_text("-m /zip/tiny.gguf -b\n")  # options file.elf has (it reads no .args itself)
+    package(tmp_path, f"HOST={inputs['file']}", f"MODEL={inputs['model']}", f"ARGS={args}")
+    artifact = dist(tmp_path) / EMBEDDER
+    proc = run(artifact, "/zip/tiny.gguf", "/zip/.args")
+    assert proc.returncode == 0 and "cannot open" not in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[1].startswith("/zip/.args:") and "text" in proc.stdout.splitlines()[1]
+
+
+def test_repackaging_happens_only_when_inputs_change_and_is_byte_identical(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    argv = (f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
+    package(tmp_path, *argv)
+    first = {p.name: p.read_bytes() for p in dist(tmp_path).iterdir()}
+    again = package(tmp_path, *argv)
+    assert "PACKAGE" not in again.stdout and "MANIFEST" not in again.stdout
+    for p in dist(tmp_path).iterdir():
+        p.unlink()
+    package(tmp_path, *argv)
+    assert {p.name: p.read_bytes() for p in dist(tmp_path).iterdir()} == first
+
+    write_gguf(inputs["model"], values=32)  # only the embedder holds the model
+    changed = package(tmp_path, *argv)
+    assert [line.split()[1] for line in summary.unprefixed(changed.stdout) if line.startswith("PACKAGE ")] == [
+        str(dist(tmp_path) / EMBEDDER)]
+
+
+def test_default_args_are_refused_by_a_host_without_the_patch_series(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    # upstream llamafile's options, not the two the opencoti series adds
+    host = as_llamafile(PLEDGE, tmp_path / "in" / "upstream", VERSION,
+                        ("-m", "--server", "--embedding", "--pooling", "--ctx-size", "--parallel"))
+    package(tmp_path, f"HOST={host}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
+    previous = (dist(tmp_path) / EMBEDDER).read_bytes()
+    proc = package(tmp_path, f"HOST={host}", f"MODEL={inputs['model']}", check=False)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if line.startswith("scons:")] == [
+        f"scons: error: the generated .args uses --slot-initial-ctx, --slot-shrink-idle-ms, which host binary {host} "
+        "does not know: the opencoti patch series is not compiled into it (run `scons apply` and rebuild, or package "
+        "with ARGS= naming only its options)"]
+    assert (dist(tmp_path) / EMBEDDER).read_bytes() == previous
+    assert not [p for p in dist(tmp_path).iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("model, complaint", [
+    ("absent.gguf", "no such file"), ("dir", "is a directory"), ("notgguf", "is not a GGUF file"),
+])
+def test_bad_model_is_refused_and_nothing_is_written(tmp_path: Path, inputs: dict[str, Path], model: str,
+                                                    complaint: str) -> None:
+    (tmp_path / "in" / "dir").mkdir()
+    (tmp_path / "in" / "notgguf").write_bytes(b"\x7fELF")
+    proc = package(tmp_path, f"HOST={inputs['pledge']}", f"MODEL={tmp_path / 'in' / model}",
+                   f"ARGS={inputs['args']}", check=False)
+    assert proc.returncode != 0
+    error = [line for line in proc.stderr.splitlines() if complaint in line]
+    assert len(error) == 1 and str(tmp_path / "in" / model) in error[0], proc.stderr
+    assert not (dist(tmp_path) / EMBEDDER).exists()
+
+
+def test_host_without_zip_store_is_refused(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    plain = tmp_path / "in" / "plain"
+    plain.write_bytes(b"\x7fELF\0llamafile v0.10.3\0" + bytes(4096))
+    proc = package(tmp_path, f"HOST={plain}", check=False)
+    assert proc.returncode == 2 and f"scons: error: HOST={plain}: no zip store" in proc.stderr
+    assert not (dist(tmp_path) / BARE).exists()
+
+
+def test_changed_host_under_the_same_tag_warns_loudly(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    package(tmp_path, f"HOST={inputs['pledge']}")
+    proc = package(tmp_path, f"HOST={inputs['file']}")
+    assert f"WARNING: opencoti-{VERSION}-{TAG} already names other bytes" in proc.stderr
+    assert f"bump vendors/llamafile/OPENCOTI_TAG from {TAG} to {versioning.next_tag(TAG)}" in proc.stderr
+    assert "(host binary)" in proc.stderr
+
+
+def test_args_without_model_is_refused(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    proc = package(tmp_path, f"HOST={inputs['pledge']}", f"ARGS={inputs['args']}", check=False)
+    assert proc.returncode != 0 and "needs MODEL=" in proc.stderr
+    assert not dist(tmp_path).exists()
+
+
+def _bytes_read(log: Path, path: Path) -> int:
+    """Bytes that read, pread64 and preadv calls returned from ``path``, in an ``strace -f -y`` log.
+
+    A call another thread interrupts is logged in two lines: ``<unfinished ...>``, then ``resumed``.
+    """
+    call = re.compile(rf"^(\d+) +(?:read|pread64|preadv)\(\d+<{re.escape(str(path))}>")
+    resumed = re.compile(r"^(\d+) +<\.\.\. (?:read|pread64|preadv) resumed>.*\) = (\d+)$")
+    total, pending = 0, set()
+    for line in log.read_text().splitlines():
+        if m := call.search(line):
+            if line.endswith("<unfinished ...>"):
+                pending.add(m.group(1))
+            else:
+                total += int(line.rsplit(" = ", 1)[1])
+        elif (m := resumed.search(line)) and m.group(1) in pending:
+            pending.discard(m.group(1))
+            total += int(m.group(2))
+    return total
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_scons_package_reads_the_model_once(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    """Every read of the model by the whole scons process tree, SCons' own signatures included."""
+    model = write_gguf(tmp_path / "in" / "big.gguf", values=4 << 20)  # 16 MiB, far above SCons' 64 KiB chunk
+    args = tmp_path / "in" / "big.args"
+    args.write_text("-m /zip/big.gguf\n--strace\n")
+    headers = 1 << 20  # what the GGUF checks read (the header and tensor table), at most
+
+    def traced(log: Path) -> subprocess.CompletedProcess[str]:
+        argv, env = scons_command("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                                  f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
+        strace = ["strace", "-f", "-qq", "-y", "-s", "0", "-e", "trace=read,pread64,preadv", "-e", "signal=none",
+                  "-o", str(log)]
+        proc = subprocess.run(strace + argv, capture_output=True, text=True, env=env, timeout=900)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    size = model.stat().st_size
+    first = traced(tmp_path / "first.log")  # first sight: no record of the model yet
+    assert "PACKAGE" in first.stdout
+    assert size <= _bytes_read(tmp_path / "first.log", model) < size + headers
+    write_gguf(model, values=(4 << 20) + 16)  # a changed model
+    changed = traced(tmp_path / "changed.log")
+    assert f"PACKAGE {dist(tmp_path) / EMBEDDER}" in changed.stdout
+    assert model.stat().st_size <= _bytes_read(tmp_path / "changed.log", model) < model.stat().st_size + headers
+    # SCons signs the artifact with the packager's digest: it does not read the 16 MiB back either
+    assert _bytes_read(tmp_path / "changed.log", dist(tmp_path) / EMBEDDER) < headers
+    current = traced(tmp_path / "current.log")  # nothing changed: the model is not read at all
+    assert "PACKAGE" not in current.stdout
+    assert _bytes_read(tmp_path / "current.log", model) < headers
+    verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                     f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
+    assert f"OK: {dist(tmp_path) / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout

@@ -1,0 +1,184 @@
+"""The Redis tier of the object cache: opencoti_build.remote_cache on its own, then whole builds of the
+miniature tree against a redis-server this module starts on 127.0.0.1 (a free port) and stops by PID."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opencoti_build import cache_entry, remote_cache, summary
+from scons_runs import MINI_TREE, copy_checkout, scons, scons_command
+
+from bench import servers
+
+REDIS_SERVER = shutil.which("redis-server")
+needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server (scripts/install-deps)")
+
+
+class RedisServer(servers.RedisServer):
+    def keys(self) -> list[str]:
+        return sorted(k.decode() for k in self.client.keys(remote_cache.KEY_PREFIX + "*"))
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    yield server
+    server.stop()
+
+
+@needs_redis
+def test_push_pull_limit_and_drop(redis_server: RedisServer, tmp_path: Path) -> None:
+    said: list[str] = []
+    remote = remote_cache.Remote(redis_server.url, said.append, max_entry=1000)
+    small, big = tmp_path / "small.o", tmp_path / "big.o"
+    small.write_bytes(b"s" * 1000)
+    big.write_bytes(b"b" * 1001)
+    assert remote.push_file("k1", str(small)) and not remote.push_file("k1", str(small))  # the first push stays
+    assert not remote.push_file("k2", str(big)) and remote.skipped == 1
+    assert remote.skipped_note() == (f"NOTE: cache: 1 entries larger than 0 MiB were not pushed to {redis_server.url} "
+                                     "(kept in the local cache only)")
+    value, missing = remote.pull(["k1", "k2"])
+    assert missing is None and remote_cache.unpack(value, "k1")[1] == small.read_bytes()
+    remote.drop("k1", value + b"other")  # not the value that is there: kept
+    assert remote.pull(["k1"]) == [value]
+    remote.drop("k1", value)
+    assert remote.pull(["k1"]) == [None] and said == []
+
+
+# --- whole builds -----------------------------------------------------------------------------------
+
+def digests(out: Path) -> dict[str, str]:
+    """sha256 of every file under a BUILD_DIR's o/ (objects, their .aarch64 twins, archives, links)."""
+    root = out / "o"
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def tier_line(stdout: str, url: str) -> tuple[int, int, int, int]:
+    """(hits, misses, corrupt, pushed) of the remote tier in a build's cache line."""
+    found = re.search(rf"^cache: local .*; {re.escape(url)} (\d+) hits / (\d+) misses / (\d+) corrupt / (\d+) pushed$",
+                      stdout, re.M)
+    assert found, stdout
+    return tuple(int(n) for n in found.groups())
+
+
+class Warm:
+    """One redis-server filled by a cold build of a private copy of the mini tree (its outputs: the reference)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.src = root / "src"
+        shutil.copytree(MINI_TREE, self.src)
+        self.server = RedisServer()
+        first = self.build(root / "first", f"CACHE_URL={self.server.url}")
+        self.steps = summary.parse(first.stdout)["compiled"]
+        self.reference = digests(root / "first" / "out")
+        self.clone = root / "second-clone-at-another-path"
+        self.clone.mkdir()
+        copy_checkout(self.clone)
+
+    def build(self, build: Path, *args: str, project: Path | None = None, **kw) -> subprocess.CompletedProcess[str]:
+        return scons("-j2", f"SRC={self.src}", *args, build=build, **({"project": project} if project else {}), **kw)
+
+    def clone_build(self) -> subprocess.CompletedProcess[str]:
+        """A build in the second clone with an empty local cache (OPENCOTI_CACHE_URL names the remote)."""
+        build = self.root / "clone-build"
+        shutil.rmtree(build, ignore_errors=True)
+        return self.build(build, project=self.clone, env_extra={"OPENCOTI_CACHE_URL": self.server.url})
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warm]:
+    if REDIS_SERVER is None:
+        pytest.skip("needs redis-server (scripts/install-deps)")
+    ws = Warm(tmp_path_factory.mktemp("warm-redis"))
+    yield ws
+    ws.server.stop()
+
+
+def test_a_second_clone_with_an_empty_local_cache_compiles_nothing(warm: Warm) -> None:
+    proc = warm.clone_build()
+    counts = summary.parse(proc.stdout)
+    assert (counts["compiled"], counts["cached"]) == (0, warm.steps), proc.stdout
+    got = digests(warm.root / "clone-build" / "out")
+    assert got == warm.reference and any("/.aarch64/" in name for name in got)
+    hits, misses, corrupt, pushed = tier_line(proc.stdout, warm.server.url)
+    assert hits == len(warm.server.keys()) and (misses, corrupt, pushed) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_corrupt_remote_entry_is_reported_once_and_never_used(warm: Warm, damage: str) -> None:
+    key = warm.server.keys()[0 if damage == "flip" else -1]
+    value = warm.server.client.get(key)
+    bad = value[:40] + bytes([value[40] ^ 0x01]) + value[41:] if damage == "flip" else value[: len(value) // 2]
+    warm.server.client.set(key, bad)
+    proc = warm.clone_build()
+    warned = [line for line in proc.stdout.splitlines() if line.startswith("WARN: cache: corrupt entry")]
+    short = key[len(remote_cache.KEY_PREFIX):]
+    assert len(warned) == 1 and short in warned[0] and warm.server.url in warned[0], proc.stdout
+    assert digests(warm.root / "clone-build" / "out") == warm.reference
+    assert tier_line(proc.stdout, warm.server.url)[2] == 1
+    remote_cache.unpack(warm.server.client.get(key), key)  # removed, rebuilt and pushed again whole
+
+
+@needs_redis
+def test_redis_killed_mid_build_costs_one_warn(warm: Warm, redis_server: RedisServer) -> None:
+    build = warm.root / "killed"
+    argv, env = scons_command("-j2", f"SRC={warm.src}", f"CACHE_URL={redis_server.url}", build=build)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not redis_server.keys() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(redis_server.proc.pid, signal.SIGKILL)  # after the first push landed
+    out = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0, out
+    warned = [line for line in out.splitlines() if line.startswith("WARN:")]
+    assert len(warned) == 1 and warned[0].startswith(f"WARN: cache: CACHE_URL {redis_server.url} unreachable ("), out
+    assert digests(build / "out") == warm.reference
+
+
+@needs_redis
+def test_two_builds_at_once_leave_every_entry_whole(warm: Warm, redis_server: RedisServer) -> None:
+    cache = warm.root / "shared-local"
+    runs = []
+    for name in ("one", "two"):
+        argv, env = scons_command("-j2", f"SRC={warm.src}", f"CACHE_URL={redis_server.url}", f"CACHE_DIR={cache}",
+                                  build=warm.root / name)
+        runs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=600)[0] for p in runs]
+    assert [p.returncode for p in runs] == [0, 0], outputs
+    assert not any("WARN" in o or "Traceback" in o for o in outputs), outputs
+    for name in ("one", "two"):
+        assert digests(warm.root / name / "out") == warm.reference
+    local = [p for p in cache.rglob("*") if p.is_file() and p.parent != cache and not p.name.startswith(".")]
+    assert len(local) == len(redis_server.keys()) == len(warm.server.keys())
+    for entry in local:
+        cache_entry.content_signature(entry, "sha256")  # raises CorruptEntry
+    for key in redis_server.keys():
+        remote_cache.unpack(redis_server.client.get(key), key)
+
+
+@pytest.mark.parametrize("how", ["command line", "environment"])
+def test_a_bad_cache_url_is_one_line_and_builds_nothing(tmp_path: Path, how: str) -> None:
+    args, extra = (["CACHE_URL=http://cache:6379"], {}) if how == "command line" else (
+        [], {"OPENCOTI_CACHE_URL": "http://cache:6379"})
+    proc = scons(f"SRC={MINI_TREE}", *args, build=tmp_path, check=False, env_extra=extra)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"scons: error: CACHE_URL=http://cache:6379 is not a Redis URL; use CACHE_URL={remote_cache.URL_FORM}, "
+        "or leave it empty"]
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_command_line_wins_over_the_environment(tmp_path: Path) -> None:
+    proc = scons("-q", f"SRC={MINI_TREE}", "CACHE_URL=", build=tmp_path, check=False,
+                 env_extra={"OPENCOTI_CACHE_URL": "http://cache:6379"})
+    assert "CACHE_URL" not in proc.stderr and proc.returncode == 1  # read, validated, found not up to date

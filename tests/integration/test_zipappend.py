@@ -1,0 +1,100 @@
+"""The zip-append writer against real cosmopolitan executables, unzip, and Python's zipfile."""
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+from opencoti_build.formats import zipappend
+from opencoti_build.formats.zipappend import Entry, append
+from packaging_support import FILE_ELF, GGUF_MAGIC, PLEDGE, copy_exe, run, write_gguf
+from samples import EPOCH, appended_entries, assert_aligned
+
+
+def test_file_elf_reads_every_appended_entry(tmp_path: Path) -> None:
+    out = tmp_path / "file.com"
+    result = append(copy_exe(FILE_ELF, tmp_path / "base"), appended_entries(tmp_path), out, epoch=EPOCH)
+    os.chmod(out, 0o755)
+    proc = run(out, "-m", "/zip/gguf.magic", "/zip/tiny.gguf", "/zip/bin/hello.sh", "/zip/.args")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("GGUF model, version 3"), lines
+    assert "/zip/bin/hello.sh" in lines[1] and "cannot open" not in lines[1] and "invalid mode" not in lines[1]
+    assert lines[2].startswith("/zip/.args") and "text" in lines[2], lines
+    # the base's own entries stay readable where they were
+    zoneinfo = run(out, "/zip/usr/share/zoneinfo/CET")
+    assert "timezone data" in zoneinfo.stdout
+    assert_aligned(result, zipappend.DEFAULT_ALIGN)
+
+
+def test_pledge_ape_still_runs_under_sh_and_readers_accept_it(tmp_path: Path) -> None:
+    base = copy_exe(PLEDGE, tmp_path / "pledge")
+    out = tmp_path / "pledge.com"
+    result = append(base, appended_entries(tmp_path), out, epoch=EPOCH)
+    proc = run("sh", f"./{out.name}", "-h", cwd=tmp_path)
+    assert "usage: pledge" in proc.stdout + proc.stderr
+    unzip = run("unzip", "-t", out)
+    assert unzip.returncode == 0 and "No errors detected" in unzip.stdout, unzip.stdout + unzip.stderr
+    with zipfile.ZipFile(out) as archive:
+        assert archive.testzip() is None
+        names = archive.namelist()
+        assert names == [r for r in zipfile.ZipFile(base).namelist()] + ["tiny.gguf", "gguf.magic", "bin/hello.sh", ".args"]
+        info = archive.getinfo("bin/hello.sh")
+        assert info.create_system == 3
+        assert info.external_attr >> 16 == stat.S_IFREG | 0o755
+        assert archive.getinfo(".args").external_attr >> 16 == stat.S_IFREG | 0o644
+        assert info.date_time == (2023, 11, 14, 22, 13, 20)
+        assert archive.read(".args") == b"--strace\n"
+    assert result.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
+    assert result.size == out.stat().st_size
+    assert result.base_sha256 == hashlib.sha256(base.read_bytes()).hexdigest()
+    assert out.read_bytes().startswith(base.read_bytes())  # the base's bytes are untouched
+
+
+def test_more_than_65535_entries_use_zip64_end_records(tmp_path: Path) -> None:
+    out = tmp_path / "many"
+    entries = [Entry.blob(f"e/{i:05d}", b"") for i in range(70000)]
+    append(PLEDGE, entries, out, align=1)
+    tail = out.read_bytes()[-22 - 20 - 56:]
+    assert tail.startswith(b"PK\x06\x06") and tail[56:60] == b"PK\x06\x07"
+    with zipfile.ZipFile(out) as archive:
+        assert len(archive.infolist()) == 70000 + 5
+        assert archive.getinfo("e/69999").file_size == 0
+    assert "70005 files" in run("unzip", "-l", out).stdout
+
+
+def test_sparse_model_over_4gib_gives_a_valid_zip64_artifact(tmp_path: Path) -> None:
+    model = write_gguf(tmp_path / "huge.gguf")
+    size = (4 << 30) + (512 << 20)
+    with open(model, "r+b") as f:  # a hole up to the end, then a marker the readers must find
+        f.truncate(size)
+        f.seek(size - 8)
+        f.write(b"THE-END!")
+    base = copy_exe(FILE_ELF, tmp_path / "base")
+    out = tmp_path / "huge.com"
+    (tmp_path / "gguf.magic").write_text(GGUF_MAGIC)
+    result = append(base, [Entry.file(model), Entry.file(tmp_path / "gguf.magic")], out)
+    assert out.stat().st_blocks * 512 < 64 << 20  # holes stayed holes
+    # the two-pass writer's bytes (commit fff83b8), zip64 fields included
+    assert result.sha256 == "fd66ac560e8203e42a5521da7cfb766a1bea1d6675c85779846f8a2398de90ef"
+    huge = result.entry("huge.gguf")
+    assert huge.size == size and huge.data_offset % zipappend.DEFAULT_ALIGN == 0
+    assert result.entry("gguf.magic").data_offset > 0xFFFFFFFF  # an offset only zip64 can express
+    with zipfile.ZipFile(out) as archive, open(out, "rb") as raw:
+        info = archive.getinfo("huge.gguf")
+        assert info.file_size == size and info.compress_type == zipfile.ZIP_STORED
+        with archive.open(info) as member:  # zipfile checks the local header it finds at the zip64 offset
+            assert member.read(4) == b"GGUF"
+        raw.seek(info.header_offset + 26)  # name and extra lengths: the data follows them
+        name_len, extra_len = int.from_bytes(raw.read(2), "little"), int.from_bytes(raw.read(2), "little")
+        assert info.header_offset + 30 + name_len + extra_len == huge.data_offset
+        raw.seek(huge.data_offset + size - 8)  # (zipfile would read 4.5 GiB to seek there)
+        assert raw.read(8) == b"THE-END!"
+        assert archive.read("gguf.magic") == GGUF_MAGIC.encode()
+    listing = run("unzip", "-l", out)
+    assert listing.returncode == 0 and str(size) in listing.stdout, listing.stdout + listing.stderr
+    assert run("unzip", "-p", out, "gguf.magic").stdout == GGUF_MAGIC
+    seen = run(out, "-m", "/zip/gguf.magic", "/zip/huge.gguf")
+    assert seen.stdout.strip().endswith("GGUF model, version 3"), seen.stdout + seen.stderr

@@ -1,0 +1,100 @@
+"""Helpers of the tests that run the real build (scons subprocesses) on copies of the miniature tree."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from opencoti_build import summary, versioning
+
+PROJECT = Path(__file__).resolve().parents[1]
+MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"
+MINI_VERSION = versioning.llamafile_version(MINI_TREE)
+# The CUDA 13 toolkit the CUDA tests compile with (they skip without it).
+NVCC13_ROOT = Path(os.environ.get("OPENCOTI_TEST_CUDA13", "/usr/local/cuda-13.0"))
+
+
+def scons_command(*args: str, build: Path, home: Path | None = None, project: Path = PROJECT,
+                  env_extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of a scons run on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
+    defaults = {
+        "BUILD_DIR": str(build / "out"),
+        "CACHE_DIR": str(build / "cache"),
+        "DIST_DIR": str(build / "dist"),
+        "BACKEND_DIST_DIR": str(build / "vendors-dist"),
+        "COMPILEDB": str(build / "compile_commands.json"),
+    }
+    given = {a.split("=", 1)[0] for a in args if "=" in a and not a.startswith("-")}
+    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q"]
+    argv += [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args)
+    # The stand-in, explicitly: tests never download cosmocc (a test of provisioning overrides this).
+    env = dict(os.environ, HOME=str(home or build / "home"), OPENCOTI_COSMOCC="stand-in")
+    env.pop("OPENCOTI_CACHE_URL", None)  # a developer's shared cache stays out of the tests (they pass their own)
+    env.update(env_extra or {})
+    Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+    return argv, env
+
+
+def scons(*args: str, build: Path, home: Path | None = None, check: bool = True, project: Path = PROJECT,
+          env_extra: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """Run scons on ``project`` with outputs under ``build`` (BUILD_DIR, dists, cache unless given)."""
+    argv, env = scons_command(*args, build=build, home=home, project=project, env_extra=env_extra)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"scons {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def compiled(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    """The fat objects a build compiled (one ``FATCC <x86 object> (+ .aarch64)`` line each)."""
+    return sorted(line.split()[1] for line in summary.unprefixed(proc.stdout) if line.startswith("FATCC "))
+
+
+def dso_paths(backend: str, build: Path) -> tuple[Path, Path]:
+    """(the DSO under BACKEND_DIST_DIR, its mirror under HOME) of a scons run with outputs under ``build``."""
+    name = f"ggml-{backend}.so"
+    return (build / "vendors-dist" / "llamafile" / backend / MINI_VERSION / name,
+            build / "home" / ".llamafile" / "v" / MINI_VERSION / name)
+
+
+def copy_checkout(dest: Path) -> Path:
+    """What a second clone holds for a build: the build description and the fixture."""
+    for name in ("SConstruct", "build.SConscript"):
+        shutil.copy2(PROJECT / name, dest / name)
+    for name in ("site_scons", "host", "backends", "package", "native", "vendors"):
+        shutil.copytree(PROJECT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "dist"))
+    return dest
+
+
+BUILD_FILES = ("SConstruct", "build.SConscript")
+BUILD_DIRS = ("host", "backends", "package", "native", "site_scons", "vendors")
+NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "sources", "dist", "applied-series.json")
+# (file in the tree, lines appended): __FILE__ in host C (the fat build and every DSO's ggml core),
+# Vulkan's C++, and ggml-cuda's host and device code (nvcc and hipcc)
+FILE_PROBES = (
+    ("llama.cpp/ggml/src/ggml.c", "const char *opencoti_probe_c = __FILE__;\n"),
+    ("llama.cpp/ggml/src/ggml-vulkan/ggml-vulkan.cpp", "const char *opencoti_probe_vk = __FILE__;\n"),
+    ("llama.cpp/ggml/src/ggml-cuda/scale.cu",
+     'extern "C" const char *opencoti_probe_cu = __FILE__;\n'
+     "__global__ void opencoti_probe_kernel(char *p) {\n"
+     "    const char *f = __FILE__;\n"
+     "    for (int i = 0; f[i]; ++i) p[i] = f[i];\n"
+     "}\n"),
+)
+
+
+def clone(dest: Path) -> Path:
+    """What the build reads, copied to ``dest``, with the miniature tree (+ the probes) at tests/fixtures."""
+    dest.mkdir(parents=True)
+    for name in BUILD_FILES:
+        shutil.copy2(PROJECT / name, dest / name)
+    for name in BUILD_DIRS:
+        shutil.copytree(PROJECT / name, dest / name, ignore=NOT_COPIED, symlinks=True)
+    tree = dest / "tests" / "fixtures" / "llamafile-mini"
+    shutil.copytree(MINI_TREE, tree, symlinks=True)
+    for rel, lines in FILE_PROBES:
+        with open(tree / rel, "a", encoding="utf-8") as fh:
+            fh.write("\n" + lines)
+    return dest

@@ -1,0 +1,415 @@
+"""Fault injection: seeded random SIGKILLs, corrupt cache entries, tampered outputs, concurrent runs.
+
+Every trial ends by comparing the build's outputs byte for byte with a clean build of the same
+sources (outputs do not depend on BUILD_DIR or SRC, so one clean build per source state serves).
+Each family runs a slice of its trials under the commit's seed, or all of them with ``--long``; ``--seed``
+replays a run (tests/conftest.py, docs/testing.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opencoti_build import cache_entry, remote_cache
+from packaging_support import write_gguf
+from scons_runs import MINI_TREE, PROJECT, copy_checkout, scons, scons_command
+
+from bench import servers
+
+HEADER = "llama.cpp/ggml/include/ggml.h"
+# Header variants whose every includer's object bytes differ (a top-level asm section), so an object
+# compiled against another variant cannot pass for a current one.
+VARIANTS = ("",) + tuple(f'\n__asm__(".section .opencoti_fault\\n.ascii \\"opencoti-fault-v{v}\\"\\n.previous");\n'
+                         for v in (1, 2))
+
+
+def digests(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (a BUILD_DIR's o/ or a dist dir)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def differing(got: dict[str, str], want: dict[str, str]) -> list[str]:
+    return sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+
+
+class Workspace:
+    """A private source tree, BUILD_DIR and cache; one clean reference build per header variant."""
+
+    def __init__(self, root: Path, references: dict[int, dict[str, str]]) -> None:
+        self.root = root
+        self.src = root / "src"
+        shutil.copytree(MINI_TREE, self.src)
+        self.pristine = (self.src / HEADER).read_text()
+        self.references = references
+        self.variant = 0
+
+    @property
+    def out(self) -> Path:
+        return self.root / "b" / "out"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "b" / "cache"
+
+    def args(self, *extra: str) -> tuple[str, ...]:
+        return ("-j2", f"SRC={self.src}", *extra)
+
+    def set_variant(self, variant: int, mtime_ns: int | None = None) -> int:
+        """Write header variant ``variant`` (with ``mtime_ns``: as `cp -p` of a saved copy); return the old mtime."""
+        header = self.src / HEADER
+        old = header.stat().st_mtime_ns
+        header.write_text(self.pristine + VARIANTS[variant])
+        if mtime_ns is not None:
+            os.utime(header, ns=(mtime_ns, mtime_ns))
+        self.variant = variant
+        return old
+
+    def build(self, *extra: str, project: Path = PROJECT, **kw) -> subprocess.CompletedProcess[str]:
+        return scons(*self.args(*extra), build=self.root / "b", project=project, **kw)
+
+    def start(self, *extra: str, build: Path | None = None, project: Path = PROJECT) -> subprocess.Popen[str]:
+        argv, env = scons_command(*self.args(*extra), build=build or self.root / "b", project=project)
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+    def reference(self) -> dict[str, str]:
+        if self.variant not in self.references:
+            clean = self.root / f"reference-{self.variant}"
+            scons(*self.args("CACHE_DIR="), build=clean)
+            self.references[self.variant] = digests(clean / "out" / "o")
+            shutil.rmtree(clean)
+        return self.references[self.variant]
+
+    def assert_clean_equivalent(self, out: Path | None = None) -> None:
+        got = digests((out or self.out) / "o")
+        bad = differing(got, self.reference())
+        assert not bad, (f"{len(bad)} of {len(got)} outputs differ from a clean build of header variant "
+                         f"{self.variant}: {bad[:8]}; variants in them: {self.variants_in((out or self.out) / 'o', bad)}")
+
+    @staticmethod
+    def variants_in(root: Path, names: list[str]) -> dict[str, list[str]]:
+        found = {}
+        for name in names[:8]:
+            path = root / name
+            data = path.read_bytes() if path.is_file() else b""
+            found[name] = [f"v{v}" for v in (1, 2) if f"opencoti-fault-v{v}".encode() in data]
+        return found
+
+
+def kill(proc: subprocess.Popen[str], whole_group: bool) -> None:
+    """SIGKILL scons and its compilers (a CI timeout) or scons alone (kill -9 of one pid; compilers live on)."""
+    try:
+        if whole_group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            os.kill(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def references() -> dict[int, dict[str, str]]:
+    return {}
+
+
+@pytest.fixture(scope="module")
+def kill_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    return Workspace(tmp_path_factory.mktemp("kill"), references)
+
+
+SCENARIOS = ("cold", "warm-cache", "header-edit", "edit-then-revert")
+# Kill within about the time the scenario's build takes on 2 cores (later kills find it finished).
+KILL_WINDOW_S = {"cold": 9.0, "warm-cache": 2.5, "header-edit": 4.0, "edit-then-revert": 4.0}
+
+
+@pytest.mark.xdist_group("faults-kill")
+@pytest.mark.trials(full=52, per_run=4)
+def test_sigkill_at_a_random_moment_then_rebuild_equals_a_clean_build(kill_space: Workspace, trial: int,
+        seed: int) -> None:
+    ws = kill_space
+    rng = random.Random(f"{seed}-kill-{trial}")
+    scenario = SCENARIOS[trial % len(SCENARIOS)]
+    if scenario == "cold":
+        shutil.rmtree(ws.root / "b", ignore_errors=True)
+    elif scenario == "warm-cache":
+        shutil.rmtree(ws.out, ignore_errors=True)
+    before, saved_mtime = ws.variant, None
+    if scenario in ("header-edit", "edit-then-revert"):
+        saved_mtime = ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != before]))
+    proc = ws.start()
+    time.sleep(rng.uniform(0.3, KILL_WINDOW_S[scenario]))
+    kill(proc, whole_group=rng.random() < 0.7)
+    if scenario == "edit-then-revert":
+        # an editor's undo (a new mtime), `cp -p` of the saved file (its old mtime), or the edit's own
+        # mtime put back on the old bytes (same size: only the ctime tells them apart)
+        edit_mtime = (ws.src / HEADER).stat().st_mtime_ns
+        ws.set_variant(before, mtime_ns=rng.choice([None, saved_mtime, edit_mtime]))
+    rebuilt = ws.build()
+    assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
+    ws.assert_clean_equivalent()
+    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+
+
+@pytest.fixture(scope="module")
+def cache_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("cache"), references)
+    ws.build()
+    return ws
+
+
+def cache_entries(cache: Path) -> list[Path]:
+    """The entries (hidden files are a push in flight or a dead one's leftovers)."""
+    return sorted(p for p in cache.rglob("*") if p.is_file() and p.parent != cache and not p.name.startswith("."))
+
+
+def assert_every_entry_verifies(cache: Path) -> None:
+    for entry in cache_entries(cache):
+        cache_entry.content_signature(entry, "sha256")  # raises CorruptEntry
+
+
+@pytest.mark.xdist_group("faults-cache")
+@pytest.mark.trials(full=20, per_run=2)
+def test_a_corrupt_or_truncated_cache_entry_never_reaches_an_output(cache_space: Workspace, trial: int,
+        seed: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{seed}-cache-{trial}")
+    entry = rng.choice(cache_entries(ws.cache))
+    data = bytearray(entry.read_bytes())
+    if trial % 2:
+        data = data[: rng.randrange(len(data))]
+    else:
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    entry.write_bytes(bytes(data))
+    shutil.rmtree(ws.out)
+    proc = ws.build()
+    warned = [line for line in proc.stdout.splitlines() if line.startswith("WARN: cache: corrupt entry")]
+    assert len(warned) == 1 and str(entry) in warned[0], proc.stdout
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)  # removed, then pushed again whole
+
+
+@pytest.mark.xdist_group("faults-cache")
+@pytest.mark.trials(full=24, per_run=4)
+def test_an_output_changed_by_hand_is_rebuilt(cache_space: Workspace, trial: int, seed: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{seed}-tamper-{trial}")
+    outputs = sorted(p for p in (ws.out / "o").rglob("*") if p.is_file())
+    if trial % 4 == 0:  # a twin every fourth trial, so they are never left out by chance
+        outputs = [p for p in outputs if "/.aarch64/" in str(p)]
+    victim = rng.choice(outputs)
+    how = ("flip", "truncate", "empty", "delete")[trial % 4 if trial % 4 else rng.randrange(4)]
+    if how == "delete":
+        victim.unlink()
+    else:
+        data = bytearray(victim.read_bytes())
+        if how == "flip":
+            data[rng.randrange(len(data))] ^= 0xFF
+        data = data if how == "flip" else data[: rng.randrange(len(data))] if how == "truncate" else b""
+        victim.write_bytes(bytes(data))
+    ws.build()
+    ws.assert_clean_equivalent()
+
+
+@pytest.mark.xdist_group("faults-cache")
+@pytest.mark.trials(full=10, per_run=2)
+def test_two_runs_at_once_in_one_build_dir(cache_space: Workspace, trial: int, seed: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{seed}-twice-{trial}")
+    shutil.rmtree(ws.out, ignore_errors=True)
+    if trial % 5 == 0:  # cold now and then; warm runs race over restores and pushes
+        shutil.rmtree(ws.cache, ignore_errors=True)
+    first = ws.start()
+    time.sleep(rng.uniform(0, 1.5))
+    second = ws.start()
+    outputs = [p.communicate(timeout=600)[0] for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outputs
+    assert not any("Traceback" in o for o in outputs), outputs
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)
+
+
+@pytest.fixture(scope="module")
+def second_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_checkout(tmp_path_factory.mktemp("second-checkout-at-a-longer-path"))
+
+
+@pytest.mark.xdist_group("faults-cache")
+@pytest.mark.trials(full=10, per_run=2)
+def test_two_checkouts_sharing_one_cache(cache_space: Workspace, second_checkout: Path, trial: int,
+        seed: int) -> None:
+    ws = cache_space
+    rng = random.Random(f"{seed}-shared-{trial}")
+    other = second_checkout / "build"
+    for out in (ws.out, other):
+        shutil.rmtree(out, ignore_errors=True)
+    if trial % 5 == 0:  # cold now and then: two cold builds push the same entries at once
+        shutil.rmtree(ws.cache, ignore_errors=True)
+    first = ws.start()
+    time.sleep(rng.uniform(0, 1.0))
+    second = ws.start(f"BUILD_DIR={other}", f"CACHE_DIR={ws.cache}", project=second_checkout)
+    outputs = [p.communicate(timeout=600)[0] for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outputs
+    ws.assert_clean_equivalent()
+    ws.assert_clean_equivalent(other)
+    assert_every_entry_verifies(ws.cache)
+
+
+@pytest.fixture(scope="module")
+def package_space(tmp_path_factory: pytest.TempPathFactory, references, cache_space: Workspace) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("package"), references)
+    shutil.copytree(cache_space.cache, ws.cache)  # entries are path-independent: the host comes from them
+    ws.build()
+    return ws
+
+
+def verify_dist(ws: Workspace) -> None:
+    """`opencoti-build verify` passes on every artifact that has a manifest (an artifact alone is unclaimed)."""
+    dist = ws.root / "b" / "dist" / "llamafile"
+    for manifest in dist.glob("*.MANIFEST.json"):
+        artifact = manifest.with_name(manifest.name[: -len(".MANIFEST.json")])
+        proc = subprocess.run([sys.executable, "-m", "opencoti_build", "verify", str(artifact), "--vendor-dist",
+                               str(ws.root / "b" / "vendors-dist"), "--home", str(ws.root / "b" / "home")],
+                              capture_output=True, text=True, cwd=PROJECT / "site_scons")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.xdist_group("faults-cache")
+@pytest.mark.trials(full=12, per_run=2)
+def test_package_killed_at_a_random_moment_leaves_pairs_that_verify(package_space: Workspace, trial: int,
+        seed: int) -> None:
+    ws = package_space
+    rng = random.Random(f"{seed}-package-{trial}")
+    model = ws.root / "model.gguf"
+    write_gguf(model, values=(8 << 20) + 4096 * trial)  # 32 MiB of weights, other bytes every trial
+    argv = ("package", "CPU_ONLY=1", f"MODEL={model}")
+    proc = ws.start(*argv)
+    time.sleep(rng.uniform(0.2, 3.0))
+    kill(proc, whole_group=True)
+    verify_dist(ws)
+    ws.build(*argv)
+    dist = ws.root / "b" / "dist" / "llamafile"
+    assert not [p.name for p in dist.iterdir() if p.name.endswith(".tmp")], "a temporary file outlived the next run"
+    assert len(list(dist.glob("*.MANIFEST.json"))) == 2
+    verify_dist(ws)
+
+
+@pytest.fixture(scope="module")
+def remote_space(tmp_path_factory: pytest.TempPathFactory, references) -> Iterator[tuple[Workspace, servers.RedisServer]]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server (scripts/install-deps)")
+    pytest.importorskip("redis")
+    server = servers.RedisServer()
+    try:
+        yield Workspace(tmp_path_factory.mktemp("remote"), references), server
+    finally:
+        server.stop()
+
+
+def remote_tier(stdout: str, url: str) -> dict[str, int]:
+    """The Redis tier's counters in a build's ``cache:`` line."""
+    found = re.search(rf"^cache: local .*; {re.escape(url)} (\d+) hits / (\d+) misses / (\d+) corrupt / (\d+) pushed$",
+                      stdout, re.M)
+    assert found, stdout
+    return dict(zip(("hits", "misses", "corrupt", "pushed"), map(int, found.groups())))
+
+
+# What is in which tier when the build is killed: nothing anywhere (compiles, pushes to both tiers), the
+# remote only (pulls filling the local tier), or a header edit over both (compiles among hits).
+REMOTE_SCENARIOS = ("cold", "remote-only", "header-edit")
+REMOTE_KILL_WINDOW_S = {"cold": 9.0, "remote-only": 3.0, "header-edit": 4.0}
+
+
+@pytest.mark.xdist_group("faults-remote")
+@pytest.mark.trials(full=15, per_run=3)
+def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(remote_space, trial: int,
+        seed: int) -> None:
+    ws, server = remote_space
+    rng = random.Random(f"{seed}-remote-{trial}")
+    scenario = REMOTE_SCENARIOS[trial % len(REMOTE_SCENARIOS)]
+    url = f"CACHE_URL={server.url}"
+    shutil.rmtree(ws.out, ignore_errors=True)
+    if scenario == "cold":
+        server.client.flushall()
+    if scenario != "header-edit":
+        shutil.rmtree(ws.cache, ignore_errors=True)
+    else:
+        ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != ws.variant]))
+    proc = ws.start(url)
+    time.sleep(rng.uniform(0.3, REMOTE_KILL_WINDOW_S[scenario]))
+    kill(proc, whole_group=rng.random() < 0.7)
+
+    rebuilt = ws.build(url)
+    assert "Traceback" not in rebuilt.stdout + rebuilt.stderr and "WARN" not in rebuilt.stdout, rebuilt.stdout
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)
+    for key in server.client.keys(remote_cache.KEY_PREFIX + "*"):  # raises CorruptEntry
+        remote_cache.unpack(server.client.get(key), key.decode())
+    # What the killed run and the rebuild left in Redis is right, not only whole: the remote tier alone
+    # (an empty local cache, no outputs) gives a clean build's bytes
+    shutil.rmtree(ws.out)
+    shutil.rmtree(ws.cache)
+    alone = ws.build(url)
+    assert remote_tier(alone.stdout, server.url)["hits"] > 0 and remote_tier(alone.stdout, server.url)["corrupt"] == 0
+    ws.assert_clean_equivalent()
+
+
+def read_only_mount_works(path: Path) -> bool:
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind -o ro '{path}' '{path}'"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def test_a_read_only_cache_is_read_and_never_written(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path, {})
+    ws.build()
+    if not read_only_mount_works(ws.cache):
+        pytest.skip("no mount namespace here (unshare -m) to make the cache read-only")
+    before = digests(ws.cache)
+    shutil.rmtree(ws.out)
+    (ws.src / "llamafile" / "llamafile.c").write_text((ws.src / "llamafile" / "llamafile.c").read_text() + "\nint ro_probe;\n")
+    argv, env = scons_command(*ws.args(), build=ws.root / "b")
+    script = f"mount --bind -o ro '{ws.cache}' '{ws.cache}' && exec \"$@\""
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *argv], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"NOTE: cache {ws.cache} is read-only for this user: entries are read, none are written" in proc.stdout
+    assert "Retrieved" in proc.stdout and "FATCC" in proc.stdout  # hits read; the edited file compiled
+    assert "WARN" not in proc.stdout + proc.stderr
+    assert digests(ws.cache) == before
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "delete-manifest"])
+def test_a_tampered_artifact_is_reported_by_verify_and_redone_by_the_command_it_names(
+        package_space: Workspace, how: str) -> None:
+    ws = package_space
+    model = write_gguf(ws.root / "model.gguf", values=4096)
+    argv = ("package", "CPU_ONLY=1", f"MODEL={model}")
+    ws.build(*argv)
+    dist = ws.root / "b" / "dist" / "llamafile"
+    artifact = sorted(dist.glob("opencoti-embedder-*.llamafile"))[0]
+    good = artifact.read_bytes()
+    if how == "flip":
+        artifact.write_bytes(good[:4096] + bytes([good[4096] ^ 1]) + good[4097:])
+    elif how == "truncate":
+        artifact.write_bytes(good[:-100])
+    else:
+        Path(str(artifact) + ".MANIFEST.json").unlink()
+    verify = ws.build("verify", *argv[1:], check=False)
+    assert verify.returncode == 2
+    assert (f"FAILED: {artifact} does not match {artifact.name}.MANIFEST.json; run `scons package` with the same "
+            "variables to rewrite it and its manifest") in verify.stdout
+    assert "PACKAGE" not in verify.stdout  # verify reads; it does not repair behind the user's back
+    ws.build(*argv)
+    assert artifact.read_bytes() == good
+    assert "OK: " in ws.build("verify", *argv[1:]).stdout

@@ -1,0 +1,100 @@
+"""The null build's record and its checks, in-process: which command lines may take the fast path, what a
+difference is named, when a reading is carried over, a damaged record. Through real scons runs:
+tests/integration/test_null_build.py and the differential test in tests/soak/test_null_build.py."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import SCons
+from opencoti_build import null_build
+
+RUNNING = null_build.interpreter(SCons.__version__)
+
+
+@pytest.mark.parametrize(("args", "fast"), [
+    ([], True), (["-Q", "-j4", "host"], True), (["-j", "2", "-k", "-s"], True), (["-C", "/x", "VERBOSE=1"], True),
+    (["--jobs=3", "cuda"], True), (["MODEL=package"], True),
+    (["-n"], False), (["-q"], False), (["-c"], False), (["--debug=explain"], False), (["-j"], False),
+    (["-jx"], False), (["package"], False), (["verify", "-Q"], False), (["--cache-disable"], False),
+])
+def test_which_command_lines_may_take_the_fast_path(args: list[str], fast: bool) -> None:
+    assert null_build.eligible(args) is fast
+
+
+def test_difference_names_what_changed(tmp_path: Path) -> None:
+    source, listed = tmp_path / "a.c", tmp_path / "dir"
+    source.write_text("int a;\n")
+    listed.mkdir()
+    (listed / "x.h").write_text("")
+    paths = {str(source): null_build.signature(str(source), False), str(listed): null_build.signature(str(listed), True),
+             str(tmp_path / "absent.h"): None}
+    record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(listed)}, [], (),
+                               [(1, "NOTE\n")], ["host"], 3)
+    record.dump(str(tmp_path / "record"))
+    loaded = null_build.Record.load(str(tmp_path / "record"))
+    assert loaded == record
+    same = ("-Q",), "/co", {"PATH": "/bin", "_": "/usr/bin/scons"}, RUNNING
+    assert null_build.difference(loaded, *same) is None
+    assert null_build.difference(loaded, ["-Q", "VERBOSE=1"], "/co", {"PATH": "/bin"}, RUNNING) == "the command line"
+    assert null_build.difference(loaded, ["-Q"], "/co", {"PATH": "/sbin"}, RUNNING) == "the environment (PATH)"
+    assert null_build.difference(loaded, *same[:3], "another SCons") == "the Python or SCons running the build"
+    (tmp_path / "absent.h").write_text("")  # a header appearing where the build looked for one
+    assert null_build.difference(loaded, *same) == f"{tmp_path / 'absent.h'} changed"
+    (tmp_path / "absent.h").unlink()
+    (listed / "y.h").write_text("")  # a directory the build listed gains a file
+    assert null_build.difference(loaded, *same) == f"{listed} changed"
+    (listed / "y.h").unlink()
+    os.utime(source)  # a touch: same bytes, but the full path must decide
+    assert null_build.difference(loaded, *same) == f"{source} changed"
+
+
+def test_carry_over_only_when_the_reading_is_the_same(tmp_path: Path) -> None:
+    read, looked_for, header, searched, listed = (tmp_path / n for n in ("version.h", "a.c", "x.h", "inc", "pkg"))
+    for path in (read, looked_for, header):
+        path.write_text("1\n")
+    searched.mkdir()
+    listed.mkdir()
+    sign = lambda p: null_build.signature(str(p), p.is_dir())  # noqa: E731
+    paths = {str(p): sign(p) for p in (read, looked_for, header, searched, listed)}
+    paths[str(searched / "x.h")] = None  # a header search looked here first
+    record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(searched), str(listed)}, [], (),
+                               [], ["host"], 3, reading={str(read), str(listed)}, reading_found={str(looked_for)},
+                               memo={"key": "value"})
+    record.dump(str(tmp_path / "record"))
+    record = null_build.Record.load(str(tmp_path / "record"))
+    same = ("-Q",), "/co", {"PATH": "/bin"}, RUNNING
+    carry = null_build.carry_over(record, *same)
+    assert carry and carry.memo == {"key": "value"} and carry.implicit_cache
+    assert null_build.carry_over(record, ["-Q", "VERBOSE=1"], "/co", {"PATH": "/bin"}, RUNNING) is None
+    assert null_build.carry_over(record, ["-Q"], "/co", {"PATH": "/sbin"}, RUNNING) is None
+
+    header.write_text("2\n")  # an edited header, an edited source the SConscripts only looked for
+    looked_for.write_text("int a;\n")
+    carry = null_build.carry_over(record, *same)
+    assert carry and carry.implicit_cache and carry.now[str(header)] == sign(header)
+    (searched / "x.h").write_text("")  # a header appears earlier in a search path: scan again
+    carry = null_build.carry_over(record, *same)
+    assert carry and not carry.implicit_cache
+    (searched / "x.h").unlink()
+    (searched / "y.h").write_text("")  # a searched directory gains a file
+    assert not null_build.carry_over(record, *same).implicit_cache
+    (searched / "y.h").unlink()
+
+    for change, undo in (
+        (lambda: (listed / "new.c").write_text(""), lambda: (listed / "new.c").unlink()),  # a globbed directory
+        (lambda: looked_for.unlink(), lambda: looked_for.write_text("")),  # a listed source gone
+        (lambda: read.write_text("2\n"), lambda: None),  # a file the SConscripts read (last: not undone)
+    ):
+        change()
+        assert null_build.carry_over(record, *same) is None
+        undo()
+        assert read.read_text() != "1\n" or null_build.carry_over(record, *same) is not None
+
+
+def test_a_damaged_record_takes_the_full_path(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    for data in (b"", b"\x00garbage", b"\xe3" * 3):
+        record.write_bytes(data)
+        assert null_build.Record.load(str(record)) is None

@@ -1,0 +1,259 @@
+"""The zip-append writer, checked with Python's zipfile and byte by byte.
+
+In-process checks of the core here; the real builds and tools: tests/integration/test_zipappend.py.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import random
+import zipfile
+from pathlib import Path
+
+import pytest
+from opencoti_build.formats import zipappend
+from opencoti_build.formats.zipappend import (
+    Entry,
+    ZipAppendError,
+    ZipStoreError,
+    append,
+    dos_datetime,
+)
+from packaging_support import PLEDGE, write_gguf
+from samples import EPOCH, appended_entries, assert_aligned
+
+
+@pytest.mark.parametrize("align", [1, 4096, 65536, 1 << 20])
+def test_data_offsets_are_aligned(tmp_path: Path, align: int) -> None:
+    out = tmp_path / "out"
+    result = append(PLEDGE, appended_entries(tmp_path), out, align=align)
+    assert_aligned(result, align)
+    with open(out, "rb") as f, zipfile.ZipFile(out) as archive:
+        for info in result.entries:  # the offsets reported are where each entry's bytes really are
+            f.seek(info.data_offset)
+            if info.method == "stored":
+                assert f.read(info.size) == archive.read(info.name)
+            assert hashlib.sha256(archive.read(info.name)).hexdigest() == info.sha256
+
+
+def test_repackaging_is_byte_identical(tmp_path: Path) -> None:
+    entries = appended_entries(tmp_path)
+    first = append(PLEDGE, entries, tmp_path / "a", epoch=EPOCH)
+    os.utime(tmp_path / "tiny.gguf", (0, 0))  # mtimes and umask-dependent modes must not leak in
+    os.chmod(tmp_path / "gguf.magic", 0o600)
+    second = append(PLEDGE, appended_entries(tmp_path), tmp_path / "b", epoch=EPOCH)
+    assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
+    assert first.sha256 == second.sha256
+
+
+def test_dos_timestamps_are_clamped() -> None:
+    assert dos_datetime(0) == (1 << 5 | 1, 0)  # 1980-01-01 00:00:00
+    assert dos_datetime(EPOCH) == ((2023 - 1980) << 9 | 11 << 5 | 14, 22 << 11 | 13 << 5 | 10)
+    assert dos_datetime(2**40)[0] >> 9 == 2107 - 1980
+
+
+@pytest.mark.parametrize("name, complaint", [
+    ("/etc/passwd", "absolute"), ("C:/x", "absolute"), ("../x", "'..'"), ("a/../b", "'..'"),
+    ("a//b", "empty"), ("dir/", "empty"), ("", "empty"), ("a\\b", "backslash"), ("a\0b", "NUL"), ("a\nb", "newline"),
+    ("./a", "'.' component"), ("C:", "absolute"), pytest.param("x" * 65536, "longer than a zip name can be", id="65536-bytes"),
+])
+def test_bad_names_are_refused(tmp_path: Path, name: str, complaint: str) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(ZipAppendError, match=complaint):
+        append(PLEDGE, [Entry.blob(name, b"x")], out)
+    assert not out.exists()
+
+
+def test_duplicates_are_refused_including_base_entries(tmp_path: Path) -> None:
+    with pytest.raises(ZipAppendError, match="given twice"):
+        append(PLEDGE, [Entry.blob("a", b"1"), Entry.blob("a", b"2")], tmp_path / "out")
+    with pytest.raises(ZipAppendError, match=r"'sandbox-x86_64.so' is already in .*pledge"):
+        append(PLEDGE, [Entry.blob("sandbox-x86_64.so", b"x")], tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dsos_get_bare_names(tmp_path: Path) -> None:
+    dso = tmp_path / "vendors" / "dist" / "llamafile" / "cuda" / "0.10.3" / "ggml-cuda.so"
+    dso.parent.mkdir(parents=True)
+    dso.write_bytes(b"\x7fELF" + bytes(100))
+    dso.chmod(0o755)
+    entry = Entry.file(dso)
+    assert (entry.name, entry.mode) == ("ggml-cuda.so", 0o755)
+
+
+def test_the_longest_name_and_a_non_ascii_name_are_stored_as_given(tmp_path: Path) -> None:
+    longest, accented = "x" * 65535, "modèle-ü.gguf"
+    out = tmp_path / "out"
+    append(PLEDGE, [Entry.blob(longest, b"1"), Entry.blob(accented, b"2")], out)
+    with zipfile.ZipFile(out) as archive:  # the UTF-8 flag set: readers decode the name as UTF-8, not cp437
+        assert archive.read(accented) == b"2" and archive.getinfo(accented).flag_bits & 0x800
+        assert archive.read(longest) == b"1" and not archive.getinfo(longest).flag_bits & 0x800
+
+
+def test_file_modes_are_normalised_from_the_execute_bits(tmp_path: Path) -> None:
+    plain, tool = tmp_path / "plain", tmp_path / "tool"
+    plain.write_bytes(b"x")
+    tool.write_bytes(b"x")
+    plain.chmod(0o600)
+    tool.chmod(0o700)
+    assert (Entry.file(plain).mode, Entry.file(tool).mode, Entry.blob("b", b"", mode=0o755).mode) == (0o644, 0o755, 0o755)
+
+
+def test_base_without_zip_store_is_refused(tmp_path: Path) -> None:
+    base = tmp_path / "plain"
+    base.write_bytes(b"\x7fELF" + bytes(5000))
+    out = tmp_path / "out"
+    with pytest.raises(ZipStoreError, match=r"plain: no zip store"):
+        append(base, [Entry.blob(".args", b"x")], out)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("damage, complaint", [
+    (lambda b, cd: b[:cd] + b"XXXX" + b[cd + 4:], "record 0 of 5 is damaged"),
+    (lambda b, cd: b[:-22] + b"PK\x05\x06" + bytes(12) + (len(b) * 2).to_bytes(4, "little") + bytes(2), "not absolute"),
+    (lambda b, cd: b[:-22 - 4] + b[-22:], "not absolute"),
+])
+def test_corrupt_zip_store_is_refused(tmp_path: Path, damage, complaint: str) -> None:
+    raw = PLEDGE.read_bytes()
+    cd = int.from_bytes(raw[-6:-2], "little")
+    base = tmp_path / "corrupt"
+    base.write_bytes(damage(raw, cd))
+    out = tmp_path / "out"
+    out.write_bytes(b"previous artifact")
+    with pytest.raises(ZipStoreError, match=complaint) as caught:
+        append(base, [Entry.blob(".args", b"x")], out)
+    assert str(caught.value).startswith(str(base)) and "\n" not in str(caught.value)
+    assert out.read_bytes() == b"previous artifact"
+
+
+def test_failure_mid_write_leaves_previous_artifact_and_no_temp(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "dist" / "out.llamafile"
+    entries = appended_entries(tmp_path)
+    append(PLEDGE, entries, out)
+    previous = out.read_bytes()
+    calls = 0
+    real_write = os.write
+
+    def disk_fills_up(fd: int, data) -> int:
+        nonlocal calls
+        calls += 1
+        if calls > 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(zipappend.os, "write", disk_fills_up)
+    with pytest.raises(ZipAppendError, match=r"cannot write .*out.llamafile: No space left on device"):
+        append(PLEDGE, entries + [Entry.blob("more", b"x")], out)
+    assert out.read_bytes() == previous
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out.llamafile"]
+
+
+def test_input_changing_while_it_is_read_is_caught(tmp_path: Path, monkeypatch) -> None:
+    model = write_gguf(tmp_path / "m.gguf")
+    real_copy = zipappend._copy
+
+    def then_edit(path: Path, *args) -> None:
+        real_copy(path, *args)
+        if path == model:  # same size, other bytes: only the stat taken after the read can tell
+            model.write_bytes(model.read_bytes()[:-1] + b"!")
+
+    monkeypatch.setattr(zipappend, "_copy", then_edit)
+    with pytest.raises(ZipAppendError, match=f"^{model} changed while being packaged; package again$"):
+        append(PLEDGE, [Entry.file(model)], tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
+
+
+def test_a_write_to_the_output_after_the_rename_is_caught(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "out"
+    real_replace = os.replace
+
+    def then_write(src, dst) -> None:  # another writer, while the output's digest is still being read back
+        real_replace(src, dst)
+        with open(dst, "ab") as f:
+            f.write(b"!")
+
+    monkeypatch.setattr(zipappend.os, "replace", then_write)
+    heard: list[Path] = []
+    with pytest.raises(ZipAppendError, match=f"^{out} was written to while being packaged; package again$"):
+        append(PLEDGE, appended_entries(tmp_path), out, on_digest=lambda path, st, sha256: heard.append(path))
+    assert out not in heard  # no digest is vouched for
+
+
+def _open_under(root: Path) -> list[str]:
+    """What this process's descriptors hold open under ``root`` (other threads' sockets are not counted)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.startswith(f"{root}/"):
+            held.append(target)
+    return held
+
+
+def test_replacing_an_output_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    entries = appended_entries(tmp_path)
+    append(PLEDGE, entries, out)
+    first = os.stat(out).st_ino
+    append(PLEDGE, entries + [Entry.blob("more", b"x")], out)  # the old output is held open across the rename
+    assert _open_under(tmp_path) == []  # the old output (now "(deleted)") closed, the new one too
+    with zipfile.ZipFile(out) as archive:
+        assert os.stat(out).st_ino != first and "more" in archive.namelist()
+
+
+def _golden_inputs(tmp_path: Path) -> tuple[Path, list[Entry]]:
+    """A fixed base (a plain zip) and entries of every kind: sparse, executable, empty, non-ASCII name, blob."""
+    rng = random.Random(13)
+    base = tmp_path / "base.zip"
+    with zipfile.ZipFile(base, "w") as store:
+        for name in ("usr/share/a", "b"):
+            info = zipfile.ZipInfo(name, date_time=(2020, 1, 2, 3, 4, 6))
+            info.create_system, info.external_attr = 3, 0o100644 << 16
+            store.writestr(info, rng.randbytes(5000))
+    model = tmp_path / "model.gguf"
+    with open(model, "wb") as f:  # data, a hole, data, a hole to the end (holes where the filesystem has them)
+        f.write(b"GGUF" + rng.randbytes(1 << 20))
+        f.seek(4 << 20)
+        f.write(rng.randbytes(100_000))
+        f.truncate(6 << 20)
+    tool = tmp_path / "tool"
+    tool.write_bytes(rng.randbytes(70_000))
+    tool.chmod(0o755)
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "notes").write_text("ünï\n", encoding="utf-8")
+    return base, [Entry.file(model), Entry.file(tool, name="bin/tool"), Entry.file(tmp_path / "empty"),
+                  Entry.file(tmp_path / "notes", name="dir/ünï.txt"), Entry.blob(".args", b"-m /zip/model.gguf\n")]
+
+
+# SHA-256 of the artifacts the two-pass writer (commit fff83b8) made of _golden_inputs: the one-pass
+# writer must write the same bytes.
+GOLDEN = {
+    4096: "3a13e369966f3dbe6b89e3afec7522241e28a2d8cb5a782522c7b650031203c8",
+    65536: "ae6b7aa918da563b747c191e3478b43d0553542af16f6b361062322e73acdf4b",
+}
+
+
+@pytest.mark.parametrize("align", sorted(GOLDEN))
+def test_artifact_is_byte_identical_to_the_two_pass_writers(tmp_path: Path, align: int) -> None:
+    base, entries = _golden_inputs(tmp_path)
+    heard: list[tuple[str, str]] = []
+    result = append(base, entries, tmp_path / "out", align=align, epoch=EPOCH,
+                    on_digest=lambda path, st, sha256: heard.append((path.name, sha256)))
+    written = (tmp_path / "out").read_bytes()
+    assert hashlib.sha256(written).hexdigest() == GOLDEN[align] == result.sha256
+    # every file read whole, then the output, each with the digest of its bytes
+    files = ["base.zip", "model.gguf", "tool", "empty", "notes"]
+    assert heard == [(n, hashlib.sha256((tmp_path / n).read_bytes()).hexdigest()) for n in files] + [
+        ("out", GOLDEN[align])]
+    with zipfile.ZipFile(tmp_path / "out") as archive:
+        assert archive.testzip() is None
+
+
+def test_small_archives_carry_no_zip64_records(tmp_path: Path) -> None:
+    out = tmp_path / "small"
+    append(PLEDGE, appended_entries(tmp_path), out)
+    data = out.read_bytes()
+    assert b"PK\x06\x06" not in data[-200:] and b"PK\x06\x07" not in data[-200:]
