@@ -69,7 +69,7 @@ def path_maps(project: str, src: str | None, build_dir: str | None,
 
 # sccache before 0.19 keys a compile on its options as written, so an OLD path among them keeps checkouts at
 # other paths from sharing hits. Given as a preprocessor option (-Xpreprocessor), the same map reaches the one
-# cc1 that preprocesses and compiles (the objects are the same bytes: tests/test_launchers.py), and sccache
+# cc1 that preprocesses and compiles (the objects are the same bytes: tests/integration/test_launchers.py), and sccache
 # leaves preprocessor options out of its key: the preprocessed text stands for them, SCCACHE_BASEDIRS stripped.
 VIA_PREPROCESSOR = "-Xpreprocessor"
 

@@ -421,7 +421,7 @@ def core_sources(root: Path | str, llama: Path | str | None = None) -> list[str]
 # One addition, -gno-column-info: a distributed compile (distcc, sccache-dist) preprocesses here and compiles
 # the text there, and gcc -E moves tokens to other columns, so the debug info's column numbers were the one
 # thing in which its objects differed from a local build's; without them they are the same bytes (line
-# numbers stay, through -E's line markers). tests/test_launchers.py compares both lanes' outputs.
+# numbers stay, through -E's line markers). tests/integration/test_launchers.py compares both lanes' outputs.
 DEFAULT_CCFLAGS: tuple[str, ...] = ("-O2", "-g", "-gno-column-info", "-fexceptions", "-ffunction-sections",
                                     "-fdata-sections", "-mclang")
 DEFAULT_CXXFLAGS: tuple[str, ...] = ("-frtti", "-std=gnu++23")

@@ -1,7 +1,7 @@
 """What this build describes, pinned in one place: the upstream llamafile release and its cosmocc.
 
 The submodule gitlink (vendors/sources/llamafile in .gitmodules and the index) must name
-LLAMAFILE_COMMIT; tests/test_provision.py checks that the two agree. docs/source-description.md
+LLAMAFILE_COMMIT; tests/integration/test_provision.py checks that the two agree. docs/source-description.md
 says what was read at which commit.
 """
 from __future__ import annotations

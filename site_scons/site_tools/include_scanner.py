@@ -4,7 +4,7 @@ It searches as gcc does: ``#include "x"`` looks in the including file's director
 directories, then -I, then -isystem; ``#include <x>`` skips the first two. SCons' own C scanner
 knows -I only, so a header found through -iquote or -isystem would be missed (no rebuild when it
 changes) or, under a same-named header elsewhere, misattributed. ``#include_next`` is not followed
-(neither llama.cpp nor llamafile uses it). tests/test_include_scanner.py checks it against ``gcc -M``.
+(neither llama.cpp nor llamafile uses it). tests/integration/test_include_scanner.py checks it against ``gcc -M``.
 """
 from __future__ import annotations
 

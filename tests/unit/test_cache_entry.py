@@ -31,3 +31,104 @@ def test_key_text_neutralises_whole_paths_only() -> None:
             b"-ffile-prefix-map=/w/main/build=build")
     assert cache_entry.neutral(text, roots) == (
         b"gcc -DGGML_BUILD=1 -iquote @SRC@/a -o @BUILD@/o/x.o /w/main2/y -ffile-prefix-map=@BUILD@=build")
+
+
+BIG = bytes(range(251)) * ((5 << 20) // 251)  # over four copy chunks, not a multiple of one
+
+
+def entry_of(tmp_path: Path, data: bytes, mode: int = 0o644) -> Path:
+    source = tmp_path / "source.o"
+    source.write_bytes(data)
+    source.chmod(mode)
+    entry = tmp_path / "entry"
+    cache_entry.write_entry(source, entry)
+    return entry
+
+
+@pytest.mark.parametrize("data", [b"", b"x", BIG], ids=["empty", "one-byte", "five-mib"])
+def test_every_size_round_trips_through_a_file_entry_and_the_sealed_form(tmp_path: Path, data: bytes) -> None:
+    entry = entry_of(tmp_path, data)
+    assert entry.read_bytes() == cache_entry.seal(data)  # the file tier and the remote tier store the same bytes
+    assert entry.stat().st_size == len(data) + len(cache_entry.MAGIC) + 8 + 32
+    cache_entry.read_entry(entry, tmp_path / "deep" / "er" / "back.o")  # the target's directories are made
+    assert (tmp_path / "deep" / "er" / "back.o").read_bytes() == data
+    assert cache_entry.unseal(cache_entry.seal(data), "n") == data
+    assert cache_entry.content_signature(entry, "sha256") == hashlib.sha256(data).hexdigest()
+    assert cache_entry.content_signature(entry, "md5") == hashlib.md5(data).hexdigest()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_changed_byte_past_the_first_chunk_is_caught(tmp_path: Path) -> None:
+    entry = entry_of(tmp_path, BIG)
+    data = bytearray(entry.read_bytes())
+    data[len(BIG) - 1] ^= 0x40  # the last content byte: only a digest over every chunk sees it
+    entry.write_bytes(bytes(data))
+    with pytest.raises(cache_entry.CorruptEntry, match=f"^{entry}: content does not match its SHA-256$"):
+        cache_entry.read_entry(entry, tmp_path / "out.o")
+    assert not (tmp_path / "out.o").exists()
+    with pytest.raises(cache_entry.CorruptEntry, match="^n: content does not match its SHA-256$"):
+        cache_entry.unseal(bytes(data), "n")
+
+
+def test_the_trailer_is_checked_for_its_magic_and_length(tmp_path: Path) -> None:
+    good = cache_entry.seal(b"0123456789")
+    trailer = len(good) - 10
+    cases = {
+        "short": (good[: trailer - 1], "is shorter than its trailer"),
+        "magic": (good[:10] + b"X" + good[11:], "has no valid trailer (truncated or not written by this build)"),
+        "length": (b"!" + good, "has no valid trailer (truncated or not written by this build)"),
+        "cut": (good[1:], "has no valid trailer (truncated or not written by this build)"),
+    }
+    for name, (blob, message) in cases.items():
+        entry = tmp_path / name
+        entry.write_bytes(blob)
+        with pytest.raises(cache_entry.CorruptEntry, match=f"^{entry} {message.replace('(', '.').replace(')', '.')}$"):
+            cache_entry.read_entry(entry, tmp_path / "out.o")
+        with pytest.raises(cache_entry.CorruptEntry, match=f"^{entry} "):
+            cache_entry.content_signature(entry, "sha256")
+        with pytest.raises(cache_entry.CorruptEntry, match=f"^{name} {message.replace('(', '.').replace(')', '.')}$"):
+            cache_entry.unseal(blob, name)
+    assert cache_entry.unseal(cache_entry.seal(b""), "empty") == b""  # a trailer alone is a valid empty entry
+
+
+def test_modes_an_entry_keeps_and_a_restore_makes_writable(tmp_path: Path) -> None:
+    entry = entry_of(tmp_path, b"#!/bin/sh\n", mode=0o555)
+    assert entry.stat().st_mode & 0o777 == 0o555
+    cache_entry.read_entry(entry, tmp_path / "tool")
+    assert (tmp_path / "tool").stat().st_mode & 0o777 == 0o755  # the owner can write the target again
+    cache_entry.store_sealed(cache_entry.seal(b"abc"), tmp_path / "remote" / "hit", 0o100751)
+    assert (tmp_path / "remote" / "hit").read_bytes() == cache_entry.seal(b"abc")
+    assert (tmp_path / "remote" / "hit").stat().st_mode & 0o7777 == 0o751
+    assert [p.name for p in (tmp_path / "remote").iterdir()] == ["hit"]  # no temporary left
+    cache_entry.restore_bytes(b"abc", tmp_path / "restored" / "x.o", 0o100444)
+    assert (tmp_path / "restored" / "x.o").read_bytes() == b"abc"
+    assert (tmp_path / "restored" / "x.o").stat().st_mode & 0o7777 == 0o644
+
+
+def test_a_failed_write_leaves_no_temporary_and_a_failed_restore_no_target(tmp_path: Path, monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "cache").mkdir()
+    source = tmp_path / "source.o"
+    source.write_bytes(b"data")
+    monkeypatch.setattr(cache_entry.os, "replace", refuse)
+    with pytest.raises(OSError):
+        cache_entry.write_entry(source, tmp_path / "cache" / "entry")
+    with pytest.raises(OSError):
+        cache_entry.store_sealed(cache_entry.seal(b"data"), tmp_path / "cache" / "sealed", 0o644)
+    assert list((tmp_path / "cache").iterdir()) == []
+    monkeypatch.setattr(cache_entry.os, "chmod", refuse)
+    with pytest.raises(OSError):
+        cache_entry.restore_bytes(b"data", tmp_path / "target.o", 0o644)
+    assert not (tmp_path / "target.o").exists()
+
+
+def test_path_roots_skip_unset_roots_and_add_project_relative_forms_longest_first() -> None:
+    roots = cache_entry.path_roots([("SRC", "/w/main/tests/fx/"), ("UNSET", None), ("EMPTY", ""),
+                                    ("OUTSIDE", "/elsewhere/b"), ("ROOT", "/w/main"), ("UP", "/w/main/../main/o")],
+                                   "/w/main")
+    assert roots == [
+        (b"/w/main/tests/fx", b"@SRC@"), (b"/elsewhere/b", b"@OUTSIDE@"), (b"/w/main/o", b"@UP@"),
+        (b"tests/fx", b"@SRC@"), (b"/w/main", b"@ROOT@"), (b"o", b"@UP@"),
+    ]

@@ -1,7 +1,7 @@
 """opencoti_build.formats.hipbundle on plain bundles (clang-offload-bundler's: 24-byte magic, u64 count, then per entry
 u64 offset, size, id length and the id, one bundle per TU on 4096-byte boundaries) and on LLVM's CCOB header.
 
-Real hipcc output is checked by tests/test_hip.py; here each layout is built byte by byte,
+Real hipcc output is checked by tests/integration/test_hip.py; here each layout is built byte by byte,
 including the compressed (CCOB) forms that this machine's clang 15 cannot produce.
 """
 from __future__ import annotations

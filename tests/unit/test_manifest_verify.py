@@ -309,3 +309,49 @@ def test_numeric_variables_are_checked() -> None:
     assert packaging.integer("ALIGN", "0x1000") == 4096
     with pytest.raises(packaging.PackageError, match="ALIGN='64k' is not a whole number"):
         packaging.integer("ALIGN", "64k")
+
+
+def test_tag_conflicts_also_weigh_removed_manifests_and_skip_unreadable_ones(tmp_path: Path) -> None:
+    out, data = _package(tmp_path)
+    (out.parent / "broken.llamafile.MANIFEST.json").write_text("{not json")
+    (out.parent / "other.txt").write_text(json.dumps(dict(data, host={"sha256": "0" * 64})))  # not a manifest name
+    gone = dict(data, dsos=[])  # the packager removed it just before replacing its artifact
+    previous = {"gone.llamafile.MANIFEST.json": gone, "never.llamafile.MANIFEST.json": None}
+    assert manifest.tag_conflicts(out.parent, data, previous) == ["gone.llamafile.MANIFEST.json (ggml-cuda.so)"]
+    both = dict(data, host=dict(data["host"], sha256="e" * 64), dsos=[])
+    assert manifest.tag_conflicts(out.parent, both) == [f"{out.name}.MANIFEST.json (host binary, ggml-cuda.so)"]
+
+
+def test_a_manifest_is_sorted_json_with_a_newline_and_mode_0644(tmp_path: Path) -> None:
+    path = tmp_path / "a.llamafile.MANIFEST.json"
+    manifest.write(path, {"b": 1, "a": {"d": [], "c": None}})
+    assert path.read_text() == '{\n  "a": {\n    "c": null,\n    "d": []\n  },\n  "b": 1\n}\n'
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert manifest.read(path) == {"a": {"c": None, "d": []}, "b": 1}
+    assert manifest.manifest_path(tmp_path / "x.llamafile") == tmp_path / "x.llamafile.MANIFEST.json"
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_a_manifest_that_cannot_be_written_is_one_line_and_leaves_no_temporary(tmp_path: Path, monkeypatch) -> None:
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(manifest.os, "replace", full)
+    path = tmp_path / "a.MANIFEST.json"
+    with pytest.raises(manifest.ManifestError, match=f"^cannot write {path}: No space left on device$"):
+        manifest.write(path, {"a": 1})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (None, "no such manifest; run `scons package` to write it"),
+    ("{not json", r"cannot read it as JSON \(.*\); run `scons package` to rewrite it"),
+    ("[1, 2]", r"not a manifest \(a JSON object was expected\); run `scons package` to rewrite it"),
+])
+def test_an_unreadable_manifest_is_one_line_naming_the_file_and_the_fix(tmp_path: Path, text: str | None,
+                                                                       message: str) -> None:
+    path = tmp_path / "a.MANIFEST.json"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(manifest.ManifestError, match=f"^{path}: {message}$"):
+        manifest.read(path)

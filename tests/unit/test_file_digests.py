@@ -1,0 +1,86 @@
+"""opencoti_build.file_digests: a digest is given back only while the file keeps the stat identity it was
+taken with; any write, truncation, chmod or replacement moves that identity, and the file is read again."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from opencoti_build import file_digests
+
+DATA = bytes(range(256)) * ((9 << 20) // 256 + 7)  # over two read chunks, not a multiple of one
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    path = tmp_path / "model.gguf"
+    path.write_bytes(DATA)
+    return path
+
+
+def expected(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def test_a_signature_is_the_sha256_of_every_byte_and_is_remembered(model: Path) -> None:
+    assert file_digests.known(model) is None
+    assert file_digests.signature(model) == expected(DATA)
+    assert file_digests.known(model) == expected(DATA)
+    assert file_digests.known(str(model)) == expected(DATA)  # a path is a path, str or Path
+    assert file_digests.signature(model).startswith(file_digests.PREFIX)
+
+
+def test_remembered_digests_are_given_back_without_reading(model: Path, monkeypatch) -> None:
+    file_digests.remember(model, os.stat(model), "ab" * 32)
+    monkeypatch.setattr(file_digests.hashlib, "sha256", None)  # any read would fail
+    assert file_digests.signature(model) == "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize("change", ["append", "rewrite-same-size", "chmod", "replace", "touch"])
+def test_any_change_to_the_file_forgets_its_digest(model: Path, change: str) -> None:
+    file_digests.signature(model)
+    data = DATA
+    if change == "append":
+        data = DATA + b"!"
+        model.write_bytes(data)
+    elif change == "rewrite-same-size":
+        data = b"?" + DATA[1:]
+        with open(model, "r+b") as f:
+            f.write(b"?")
+    elif change == "chmod":
+        model.chmod(0o600)
+    elif change == "replace":
+        other = model.with_name("other")
+        other.write_bytes(DATA)
+        os.replace(other, model)
+    else:
+        st = model.stat()
+        os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert file_digests.known(model) is None
+    assert file_digests.signature(model) == expected(data)
+
+
+def test_a_file_gone_is_not_known(model: Path) -> None:
+    file_digests.signature(model)
+    model.unlink()
+    assert file_digests.known(model) is None
+
+
+def test_a_file_written_while_it_is_read_is_not_remembered(model: Path, monkeypatch) -> None:
+    real_fstat = os.fstat
+    calls = []
+
+    def fstat_after_a_write(fd: int) -> os.stat_result:
+        calls.append(fd)
+        if len(calls) == 2:  # the check after the read: someone appended meanwhile
+            with open(model, "ab") as f:
+                f.write(b"late")
+        return real_fstat(fd)
+
+    monkeypatch.setattr(file_digests.os, "fstat", fstat_after_a_write)
+    assert file_digests.signature(model) == expected(DATA)  # what was read
+    monkeypatch.undo()
+    assert file_digests.known(model) is None  # but not vouched for
+    assert file_digests.signature(model) == expected(DATA + b"late")
