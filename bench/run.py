@@ -25,8 +25,8 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
 
 from bench import fatbench, packbench, realbench, report, sharedbench  # noqa: E402
-from bench.measure import machine, median  # noqa: E402
 from bench.llamacpp_sdist import sdist_llamacpp  # noqa: E402
+from bench.measure import machine, median  # noqa: E402
 
 GIB = 1 << 30
 PARTS = ("fat", "realtree", "package", "shared")

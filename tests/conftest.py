@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from scons_runs import MINI_TREE, NVCC13_ROOT, PROJECT, scons
 
 TIERS = ("unit", "integration", "soak", "realtree")
@@ -98,9 +99,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank.get(xdist_group(item), len(rank)))  # stable: each group keeps its order
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    counts = "full counts (--long)" if config.getoption("long") else "a slice of each family (--long: full counts)"
-    return f"soak: seed {soak_seed(config)}, {counts}"
+def tier_dir_in(arg: str, tier: str) -> bool:
+    """Whether the command-line path ``arg`` (``path[::test]``) takes in tests/<tier>/ or part of it."""
+    path = Path(arg.split("::", 1)[0]).resolve()
+    tier_dir = PROJECT / "tests" / tier
+    return path == tier_dir or path in tier_dir.parents or tier_dir in path.parents
+
+
+def soak_line(config: pytest.Config) -> str:
+    long = config.getoption("long")
+    counts = "full counts (--long)" if long else "a slice of each family (--long: full counts)"
+    replay = f"scripts/test{' --long' if long else ''} --seed {soak_seed(config)} tests/soak"
+    return f"soak: seed {soak_seed(config)}, {counts}; replay: {replay}"
+
+
+def runs_soak(config: pytest.Config) -> bool:
+    return any(tier_dir_in(arg, "soak") for arg in config.args)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [soak_line(config)] if runs_soak(config) else []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The seed again at the end, where -q (scripts/test) shows it: the header is hidden under -q."""
+    if runs_soak(config):
+        terminalreporter.write_line(soak_line(config))
 
 
 @pytest.hookimpl(hookwrapper=True)

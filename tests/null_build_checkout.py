@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import SCons
+
 from opencoti_build import null_build
+
 from scons_runs import scons_command
 
 RUNNING = null_build.interpreter(SCons.__version__)

@@ -8,6 +8,7 @@ from pathlib import Path
 from opencoti_build import webui
 from opencoti_build.formats import spirv, zipappend
 from opencoti_build.formats.zipappend import Entry
+
 from packaging_support import GGUF_MAGIC, write_gguf
 
 EPOCH = 1700000000  # 2023-11-14 22:13:20 UTC: the packaged entries' SOURCE_DATE_EPOCH in the zip-append tests

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
 from opencoti_build.errors import UserError
 
 Version = tuple[int, int]

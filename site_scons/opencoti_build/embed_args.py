@@ -9,8 +9,8 @@ import re
 import shlex
 from pathlib import Path
 
-from opencoti_build.formats.host_strings import missing_strings
 from opencoti_build.errors import UserError
+from opencoti_build.formats.host_strings import missing_strings
 
 # The embedder's buildEmbedderArgs() (packages/opencoti-embedder/src/manager.ts), after `-m /zip/<model>`.
 # --slot-initial-ctx and --slot-shrink-idle-ms exist only with the opencoti patch series compiled in.

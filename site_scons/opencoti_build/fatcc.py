@@ -18,8 +18,8 @@ import zipfile
 from dataclasses import dataclass, field
 
 from opencoti_build import diagnostics
-from opencoti_build.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.errors import os_error_line
+from opencoti_build.launchers import FAT_LAUNCHER_ENV
 
 ARCHES = ("x86_64", "aarch64")
 COMPILERS = {

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from opencoti_build import backends, patch_series, tempfiles
-from opencoti_build.versioning import Identity
-from opencoti_build.formats.zipappend import AppendResult
 from opencoti_build.errors import UserError
+from opencoti_build.formats.zipappend import AppendResult
+from opencoti_build.versioning import Identity
 
 MANIFEST_SUFFIX = ".MANIFEST.json"
 

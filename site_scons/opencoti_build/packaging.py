@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from opencoti_build import buildvars, embed_args
-
-from opencoti_build.formats import gguf_model, host_strings, zipappend, zipstore
-from opencoti_build.versioning import Identity
-from opencoti_build.formats.zipappend import AppendResult, Entry, EntryInfo
 from opencoti_build.errors import UserError
+from opencoti_build.formats import gguf_model, host_strings, zipappend, zipstore
+from opencoti_build.formats.zipappend import AppendResult, Entry, EntryInfo
+from opencoti_build.versioning import Identity
+
 
 class PackageError(UserError):
     """Packaging refused. One line naming the input and the fix."""

@@ -32,6 +32,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
 from opencoti_build.errors import UserError
 
 LLAMA = "llama.cpp"

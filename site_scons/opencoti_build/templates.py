@@ -9,8 +9,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from opencoti_build.sources import LLAMA
 from opencoti_build.errors import UserError
+from opencoti_build.sources import LLAMA
 
 
 class TemplateError(UserError):

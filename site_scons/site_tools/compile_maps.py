@@ -16,7 +16,6 @@ import SCons.Subst
 
 from opencoti_build import launchers, prefix_maps
 
-
 PerTarget = Callable[[Any, Any], list[tuple[str, str]]]
 
 

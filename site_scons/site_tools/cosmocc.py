@@ -33,9 +33,9 @@ import SCons.Subst
 import SCons.Util
 
 from opencoti_build import build_lock, fatcc, zip_sources
+from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
 from opencoti_build.errors import UserError
 from opencoti_build.launchers import FAT_LAUNCHER_ENV
-from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
 from opencoti_build.prefix_maps import gcc_flags, path_maps, remap
 from opencoti_build.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
 from site_tools.compile_maps import compile_maps

@@ -47,10 +47,22 @@ import SCons.Builder
 from SCons.Defaults import SharedObjectEmitter, StaticObjectEmitter
 from SCons.Script import Action
 
-from opencoti_build import build_lock, cuda_sources, errors, launchers, native_lane, package_flags, prefix_maps, sources, steplines, templates, webui
+from opencoti_build import (
+    build_lock,
+    cuda_sources,
+    errors,
+    launchers,
+    native_lane,
+    package_flags,
+    prefix_maps,
+    sources,
+    steplines,
+    templates,
+    webui,
+)
 from opencoti_build.toolchains import cuda as cuda_toolchain
-from site_tools.compiledb import object_emitter
 from site_tools.compile_maps import compile_maps
+from site_tools.compiledb import object_emitter
 from site_tools.include_scanner import include_scanner
 
 TOOLS = ("gcc", "g++", "ar")

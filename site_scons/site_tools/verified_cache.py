@@ -29,11 +29,11 @@ import sys
 import tempfile
 import threading
 
+import build_summary
 import SCons.Action
 import SCons.CacheDir
 import SCons.Util
 
-import build_summary
 from opencoti_build import cache_entry, errors, remote_cache, tempfiles
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

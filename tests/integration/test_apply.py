@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from scons_runs import PROJECT
 from vendored_tree import MINI, diff, file_protocol_env, git, make_tree, mini_contents
 

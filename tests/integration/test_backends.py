@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import backends, binary_report, manifest
 from opencoti_build.formats import spirv
+
 from scons_runs import MINI_TREE, scons_command
 
 SPIRV_MODULE = b"".join(w.to_bytes(4, "little") for w in (

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import sources, summary, targets
+
 from packaging_support import write_gguf
 from scons_runs import MINI_TREE, PROJECT, scons
 

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from scons_runs import PROJECT
 
 from bench import realbench  # noqa: E402
+
+from scons_runs import PROJECT
 
 
 @pytest.mark.skipif(subprocess.run(["which", "ccache"], capture_output=True).returncode != 0, reason="needs ccache")

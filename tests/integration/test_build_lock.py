@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import build_lock
 from opencoti_build.errors import UserError
+
 from scons_runs import PROJECT
 
 HOLD = textwrap.dedent("""

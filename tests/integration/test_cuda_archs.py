@@ -5,6 +5,7 @@ import stat
 from pathlib import Path
 
 from opencoti_build import summary
+
 from scons_runs import MINI_TREE, scons
 
 

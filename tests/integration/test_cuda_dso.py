@@ -6,8 +6,10 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import summary
 from opencoti_build.formats import nvfatbin
+
 from scons_runs import MINI_TREE, NVCC13_ROOT, dso_paths, scons
 
 pytestmark = pytest.mark.usefixtures("nvcc13")  # skipped without the CUDA 13 toolkit

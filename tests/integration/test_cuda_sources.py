@@ -7,10 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from native_support import sdist_llamacpp
+
 from opencoti_build import errors
 from opencoti_build.cuda_sources import cuda_defines
 from opencoti_build.toolchains import cuda
+
+from native_support import sdist_llamacpp
 
 
 @pytest.mark.parametrize("all_quants", [True, False])

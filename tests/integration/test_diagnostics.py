@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from opencoti_build import diagnostics
+
 from scons_runs import PROJECT
 
 COSMOCC = str(PROJECT / "site_scons/cosmocc_shim/bin/cosmocc")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import lief
 import pytest
+
 from opencoti_build.cosmo_toolchain import SHIM_DIR
 
 COSMOCC = str(SHIM_DIR / "bin" / "cosmocc")

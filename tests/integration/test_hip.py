@@ -8,10 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import rocm_archs, summary
 from opencoti_build.formats import hipbundle
 from opencoti_build.toolchains import ToolchainBroken
 from opencoti_build.toolchains import rocm as rocm_toolchain
+
 from scons_runs import PROJECT, dso_paths, scons
 
 ROCM_SH = PROJECT / "vendors" / "sources" / "llamafile" / "llamafile" / "rocm.sh"

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import lief
 import SCons.dblite
+
 from opencoti_build import summary
+
 from scons_runs import MINI_TREE, MINI_VERSION, PROJECT, compiled, scons
 
 BINARY = "out/o/llamafile/llamafile"

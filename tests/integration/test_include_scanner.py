@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from opencoti_build import sources
+
 from scons_runs import MINI_TREE, PROJECT
 
 SCONSTRUCT = """

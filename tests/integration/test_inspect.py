@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import binary_report, manifest
+
 from scons_runs import PROJECT
 
 BACKEND = r"""

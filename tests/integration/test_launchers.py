@@ -13,26 +13,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from launcher_servers import (
-    distccd,
-    sccache_dist,
-    sccache_env,
-    sccache_stats,
-    sccache_stop,
-    wait_dist_ready,
-)
-from opencoti_build import backends, dso_verification, summary
-from scons_runs import (
-    MINI_TREE,
-    NVCC13_ROOT,
-    PROJECT,
-    compiled,
-    copy_checkout,
-    dso_paths,
-    scons,
-)
 
 from bench import servers
+from opencoti_build import backends, dso_verification, summary
+
+from launcher_servers import distccd, sccache_dist, sccache_env, sccache_stats, sccache_stop, wait_dist_ready
+from scons_runs import MINI_TREE, NVCC13_ROOT, PROJECT, compiled, copy_checkout, dso_paths, scons
 
 
 def outputs(build: Path, build_dir: Path | None = None) -> dict[str, str]:

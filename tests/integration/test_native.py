@@ -9,8 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from native_support import DOWNLOAD, sdist_llamacpp
+
 from opencoti_build import summary
+
+from native_support import DOWNLOAD, sdist_llamacpp
 from scons_runs import MINI_TREE, PROJECT, scons
 
 MINI = f"SRC={MINI_TREE}"

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from null_build_checkout import Checkout, append_text
 from scons_runs import clone, summary
 

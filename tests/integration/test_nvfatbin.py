@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from opencoti_build.formats import nvfatbin
 from opencoti_build.formats.nvfatbin import FatbinEntry, FatbinError
 

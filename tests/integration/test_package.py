@@ -10,7 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import summary, versioning
+
 from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
 from scons_runs import MINI_TREE, PROJECT, dso_paths, scons, scons_command
 

@@ -5,7 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import patch_series
+
 from vendored_tree import diff, file_protocol_env, git, lines, make_tree, snapshot
 
 MAIN_OLD = lines("main")

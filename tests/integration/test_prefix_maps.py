@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from opencoti_build.prefix_maps import gcc_flags, nvcc_flags, path_maps, prefix_maps
+
 from scons_runs import PROJECT
 
 

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import provision, upstream_pin
 from opencoti_build.cosmo_toolchain import SHIM_DIR
+
 from scons_runs import MINI_TREE, PROJECT, scons
 
 VERSION = upstream_pin.COSMOCC_VERSION

@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opencoti_build import cache_entry, remote_cache, summary
-from scons_runs import MINI_TREE, copy_checkout, scons, scons_command
 
 from bench import servers
+from opencoti_build import cache_entry, remote_cache, summary
+
+from scons_runs import MINI_TREE, copy_checkout, scons, scons_command
 
 REDIS_SERVER = shutil.which("redis-server")
 needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server (scripts/install-deps)")

@@ -5,6 +5,7 @@ import subprocess
 from pathlib import Path
 
 from opencoti_build.formats import spirv
+
 from samples import spirv_module
 
 

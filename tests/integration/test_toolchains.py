@@ -5,8 +5,10 @@ import os
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import errors
 from opencoti_build.toolchains import ToolchainBroken, cuda, vulkan
+
 from samples import program
 
 NVCC_12_6 = "#!/bin/sh\necho 'Cuda compilation tools, release 12.6, V12.6.85'\n"

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from opencoti_build import summary, tuning
+
 from scons_runs import MINI_TREE, scons
 
 

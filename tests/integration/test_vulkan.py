@@ -7,8 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import vulkan_shaders
 from opencoti_build.formats import spirv
+
 from scons_runs import dso_paths, scons
 
 pytestmark = pytest.mark.skipif(shutil.which("glslc") is None, reason="glslc not installed")

@@ -8,8 +8,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from native_support import free_port
 from opencoti_build import summary, webui
+
+from native_support import free_port
 from samples import WEBUI_ASSETS, give_webui_assets
 from scons_runs import MINI_TREE, scons
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from opencoti_build import summary, zip_sources
 from opencoti_build.formats import zipappend
+
 from packaging_support import FILE_ELF, copy_exe, run, write_gguf
 from scons_runs import MINI_TREE, compiled, scons
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from opencoti_build.formats import zipappend
 from opencoti_build.formats.zipappend import Entry, append
+
 from packaging_support import FILE_ELF, GGUF_MAGIC, PLEDGE, copy_exe, run, write_gguf
 from samples import EPOCH, appended_entries, assert_aligned
 

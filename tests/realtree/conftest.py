@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from native_support import PersistentBuild
 
 

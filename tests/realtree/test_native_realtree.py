@@ -16,13 +16,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from native_support import (
-    N_EMBD,
-    PersistentBuild,
-    free_port,
-    sdist_llamacpp,
-    write_tiny_llama,
-)
+from native_support import N_EMBD, PersistentBuild, free_port, sdist_llamacpp, write_tiny_llama
 from scons_runs import MINI_TREE, scons
 
 BUILD_TIMEOUT_S = 4 * 3600  # a cold build on 2 shared cores

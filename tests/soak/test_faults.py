@@ -20,11 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opencoti_build import cache_entry, remote_cache
-from packaging_support import write_gguf
-from scons_runs import MINI_TREE, PROJECT, copy_checkout, scons, scons_command
 
 from bench import servers
+from opencoti_build import cache_entry, remote_cache
+
+from packaging_support import write_gguf
+from scons_runs import MINI_TREE, PROJECT, copy_checkout, scons, scons_command
 
 HEADER = "llama.cpp/ggml/include/ggml.h"
 # Header variants whose every includer's object bytes differ (a top-level asm section), so an object

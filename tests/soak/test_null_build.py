@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from null_build_checkout import Checkout, append_text
 from scons_runs import clone, summary
 

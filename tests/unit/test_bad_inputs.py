@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import buildvars, errors, fatcc
 
 

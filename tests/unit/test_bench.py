@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from opencoti_build import sources  # noqa: E402
 
 from bench import fattree, realbench, report, sharedbench  # noqa: E402
+from opencoti_build import sources  # noqa: E402
 
 
 def test_generated_tree_is_built_from_the_package_table(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import cache_entry
 
 

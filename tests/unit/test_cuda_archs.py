@@ -5,13 +5,9 @@ In-process checks of the core here; the real builds and tools: tests/integration
 from __future__ import annotations
 
 import pytest
+
 from opencoti_build import cuda_archs
-from opencoti_build.cuda_archs import (
-    CudaArch,
-    CudaArchError,
-    gencode_flags,
-    selected_archs,
-)
+from opencoti_build.cuda_archs import CudaArch, CudaArchError, gencode_flags, selected_archs
 
 NVCC_13_VERSION = """nvcc: NVIDIA (R) Cuda compiler driver
 Copyright (c) 2005-2025 NVIDIA Corporation
@@ -73,3 +69,31 @@ def test_arch_spellings() -> None:
     assert cuda_archs.parse_nvcc_version(NVCC_13_VERSION) == (13, 0)
     with pytest.raises(CudaArchError, match="no 'release X.Y' line"):
         cuda_archs.parse_nvcc_version("clang version 15")
+
+
+def test_table_builders_spell_every_number_and_variant() -> None:
+    # (the tables are built once at import; these are the builders the tables above come from)
+    assert cuda_archs._archs("75", "120f", "sm_121a") == (CudaArch(75), CudaArch(120, "f"), CudaArch(121, "a"))
+    assert cuda_archs._with_variants((100, 103), ("", "f")) == frozenset(
+        {CudaArch(100), CudaArch(100, "f"), CudaArch(103), CudaArch(103, "f")})
+
+
+def test_defaults_need_no_override_and_gencode_flags_pass_one_on() -> None:
+    assert [a.sm for a in selected_archs((13, 0), "x86_64")] == ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90",
+                                                                   "sm_120f"]
+    assert gencode_flags((13, 0), "aarch64", "90") == ["-gencode", "arch=compute_90,code=sm_90",
+                                                       "--compress-mode=size"]
+
+
+def test_only_cuda_13_compresses_its_fatbins() -> None:
+    assert cuda_archs.compress_flags((12, 9)) == []  # 12.9 knows the flag; upstream passes it on 13 only
+    assert cuda_archs.compress_flags((13, 0)) == ["--compress-mode=size"]
+    assert cuda_archs.compress_flags((14, 2)) == []
+
+
+def test_refusals_are_one_line_naming_the_variable_and_the_fix() -> None:
+    with pytest.raises(CudaArchError, match=r"^`nvcc --version` printed no 'release X\.Y' line; is this nvcc\?$"):
+        cuda_archs.parse_nvcc_version("nvcc: NVIDIA (R) Cuda compiler driver\n")
+    with pytest.raises(CudaArchError, match="^CUDA_ARCHS names no architecture; write e.g. CUDA_ARCHS=80,90,120f "
+                                            "or leave it empty$"):
+        cuda_archs.parse_override(" , ,")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import errors, rocm_archs
 from opencoti_build.toolchains import ToolchainBroken
 from opencoti_build.toolchains import rocm as rocm_toolchain
@@ -95,3 +96,22 @@ def test_no_hipcc_anywhere_is_a_reason_to_skip(tmp_path: Path) -> None:
     with pytest.raises(errors.Absent) as absent:
         rocm_toolchain.probe({"ROCM_PATH": "", "ENV": {"PATH": str(tmp_path)}})
     assert str(absent.value) == "no hipcc in /opt/rocm and PATH; install ROCm (hipcc) or set ROCM_PATH=DIR"
+
+
+def test_every_unbuildable_target_is_named_and_none_buildable_says_none() -> None:
+    nothing = rocm_archs.RocmSupport("clang 15.0.6", frozenset(), "/opt/rocm/amdgcn/bitcode", frozenset())
+    with pytest.raises(rocm_archs.OffloadArchError) as err:
+        rocm_archs.select_archs("gfx906 gfx906,gfx1030", nothing)  # spaces split too; a duplicate is named once
+    assert str(err.value) == (
+        "OFFLOAD_ARCH names targets this ROCm cannot build (gfx906: hipcc's clang 15.0.6 does not know the "
+        "processor gfx906; gfx1030: hipcc's clang 15.0.6 does not know the processor gfx1030); drop them "
+        "(buildable upstream targets here: none) or set ROCM_PATH to a newer ROCm")
+    with pytest.raises(rocm_archs.OffloadArchError, match="^OFFLOAD_ARCH is empty after splitting on commas; "
+                                                          "name at least one gfx target$"):
+        rocm_archs.override_archs(" , ", nothing)
+    assert rocm_archs.split_override(" gfx90a:xnack+,gfx906  gfx90a:xnack+ ") == ["gfx90a:xnack+", "gfx906"]
+
+
+def test_the_hipcc_command_keeps_its_colons() -> None:
+    config = rocm_archs.parse_hipcc_config("hipcc-cmd: /usr/bin/clang -x hip --offload-arch=gfx90a:xnack+ a.cpp\n")
+    assert config["hipcc-cmd"] == "/usr/bin/clang -x hip --offload-arch=gfx90a:xnack+ a.cpp"

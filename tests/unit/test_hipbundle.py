@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
+
 from opencoti_build.formats import hipbundle
 
 HOST = "host-x86_64-unknown-linux"

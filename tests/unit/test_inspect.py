@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import binary_report
 
 

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import buildvars, launchers
 from opencoti_build.errors import UserError
 

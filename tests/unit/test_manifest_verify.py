@@ -9,8 +9,10 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import backends, cli, manifest, packaging, verify
 from opencoti_build.versioning import Identity
+
 from packaging_support import PLEDGE, as_llamafile, copy_exe, make_sparse, write_gguf
 from scons_runs import MINI_VERSION, dso_paths
 
@@ -313,7 +315,7 @@ def test_numeric_variables_are_checked() -> None:
 
 def test_tag_conflicts_also_weigh_removed_manifests_and_skip_unreadable_ones(tmp_path: Path) -> None:
     out, data = _package(tmp_path)
-    (out.parent / "broken.llamafile.MANIFEST.json").write_text("{not json")
+    (out.parent / "0-broken.llamafile.MANIFEST.json").write_text("{not json")  # read first: the others still are
     (out.parent / "other.txt").write_text(json.dumps(dict(data, host={"sha256": "0" * 64})))  # not a manifest name
     gone = dict(data, dsos=[])  # the packager removed it just before replacing its artifact
     previous = {"gone.llamafile.MANIFEST.json": gone, "never.llamafile.MANIFEST.json": None}
@@ -355,3 +357,15 @@ def test_an_unreadable_manifest_is_one_line_naming_the_file_and_the_fix(tmp_path
         path.write_text(text)
     with pytest.raises(manifest.ManifestError, match=f"^{path}: {message}$"):
         manifest.read(path)
+
+
+def test_a_dso_without_a_backend_or_digest_still_counts_as_one(tmp_path: Path) -> None:
+    out, data = _package(tmp_path)
+    unnamed = dict(data, dsos=[{"name": "ggml-x.so"}])
+    assert manifest.tag_conflicts(out.parent, unnamed) == [f"{out.name}.MANIFEST.json (ggml-?.so, ggml-cuda.so)"]
+
+
+def test_a_record_without_patches_applied_none(tmp_path: Path) -> None:
+    record = tmp_path / "applied-series.json"
+    record.write_text(json.dumps({"format": 1, "state": "applied"}))
+    assert manifest.applied_patches(record) == []

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import cublas, native_lane, sources, templates
+
 from scons_runs import MINI_TREE
 
 

@@ -7,13 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from opencoti_build.prefix_maps import (
-    gcc_flags,
-    nvcc_flags,
-    path_maps,
-    prefix_maps,
-    remap,
-)
+
+from opencoti_build.prefix_maps import gcc_flags, nvcc_flags, path_maps, prefix_maps, remap
 
 
 def test_checkout_src_and_build_dir_map_general_to_specific() -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import buildvars, provision, upstream_pin
+
 from scons_runs import PROJECT
 
 VERSION = upstream_pin.COSMOCC_VERSION

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from opencoti_build import cache_entry, remote_cache
-from opencoti_build.errors import UserError
 
 from bench import servers
+from opencoti_build import cache_entry, remote_cache
+from opencoti_build.errors import UserError
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:6379", "redis://cache.example:6380/2", "redis://:s3cret@h:1/0",

@@ -10,7 +10,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import sources
+
 from scons_runs import PROJECT
 
 LISTING = PROJECT / "tests/fixtures/upstream-llamafile-0.10.1-files.txt"

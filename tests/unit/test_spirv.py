@@ -7,7 +7,9 @@ from __future__ import annotations
 import struct
 
 import pytest
+
 from opencoti_build.formats import spirv
+
 from samples import spirv_module
 
 

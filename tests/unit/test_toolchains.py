@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from opencoti_build.toolchains import ToolchainBroken, cuda, locate, vulkan
+
 from samples import program
 
 

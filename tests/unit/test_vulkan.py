@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import errors
 from opencoti_build.toolchains import vulkan
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import webui
+
 from samples import give_webui_assets
 
 

@@ -8,7 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+
 from opencoti_build import zip_sources
+
 from scons_runs import MINI_TREE
 
 METAL = "llama.cpp/ggml/src/ggml-metal/ggml-metal.metal"

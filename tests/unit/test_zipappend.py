@@ -12,14 +12,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from opencoti_build.formats import zipappend
-from opencoti_build.formats.zipappend import (
-    Entry,
-    ZipAppendError,
-    ZipStoreError,
-    append,
-    dos_datetime,
-)
+from opencoti_build.formats.zipappend import Entry, ZipAppendError, ZipStoreError, append, dos_datetime
+
 from packaging_support import PLEDGE, write_gguf
 from samples import EPOCH, appended_entries, assert_aligned
 
@@ -257,3 +253,59 @@ def test_small_archives_carry_no_zip64_records(tmp_path: Path) -> None:
     append(PLEDGE, appended_entries(tmp_path), out)
     data = out.read_bytes()
     assert b"PK\x06\x06" not in data[-200:] and b"PK\x06\x07" not in data[-200:]
+
+
+@pytest.mark.parametrize("align", [0, 3, 1 << 31, 3 << 20])
+def test_an_alignment_that_is_no_power_of_two_up_to_2_30_is_refused(tmp_path: Path, align: int) -> None:
+    with pytest.raises(ZipAppendError, match=rf"^ALIGN={align} is not a power of two between 1 and 2\*\*30; "
+                                             r"use e\.g\. 65536$"):
+        append(PLEDGE, [Entry.blob(".args", b"x")], tmp_path / "out", align=align)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_largest_alignment_and_the_defaults(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "dir" / "out"  # its directories are made
+    result = append(PLEDGE, [Entry.blob(".args", b"x")], out, align=1 << 30)
+    assert result.entry(".args").data_offset % (1 << 30) == 0
+    assert out.stat().st_mode & 0o777 == 0o755  # an executable by default
+    with zipfile.ZipFile(out) as archive:
+        assert archive.getinfo(".args").date_time == (1980, 1, 1, 0, 0, 0)  # epoch 0, clamped to DOS's first day
+
+
+def _stored_base(tmp_path: Path, method: int, data: bytes) -> Path:
+    """A plain zip (PLEDGE's bytes would do as well) with one entry ``a`` under ``method``, data raw as given."""
+    base = tmp_path / "base.zip"
+    with zipfile.ZipFile(base, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("a", date_time=(2020, 1, 1, 0, 0, 0)), b"\0" * len(data))
+    raw = bytearray(base.read_bytes())
+    local = raw.index(b"PK\x03\x04")
+    central = raw.index(b"PK\x01\x02")
+    for at in (local + 8, central + 10):  # the compression method fields of both records
+        raw[at:at + 2] = method.to_bytes(2, "little")
+    start = local + 30 + 1
+    raw[start:start + len(data)] = data
+    base.write_bytes(bytes(raw))
+    return base
+
+
+def test_a_base_entry_neither_stored_nor_deflated_is_refused_by_name(tmp_path: Path) -> None:
+    base = _stored_base(tmp_path, 12, b"BZh91AY&")  # bzip2
+    with pytest.raises(ZipStoreError, match=rf"^{base}: entry 'a' uses compression method 12; only stored and "
+                                            "deflate entries can be read from /zip$"):
+        append(base, [Entry.blob(".args", b"x")], tmp_path / "out")
+
+
+def test_a_base_entry_that_does_not_inflate_is_refused_by_name(tmp_path: Path) -> None:
+    base = _stored_base(tmp_path, zipfile.ZIP_DEFLATED, b"\xff" * 8)  # no valid deflate stream
+    with pytest.raises(ZipStoreError, match=rf"^{base}: corrupt zip store: entry 'a' does not inflate \(.+\)$"):
+        append(base, [Entry.blob(".args", b"x")], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_base_entries_are_described_with_their_own_crc_and_as_not_appended(tmp_path: Path) -> None:
+    result = append(PLEDGE, [Entry.blob(".args", b"x")], tmp_path / "out")
+    with zipfile.ZipFile(PLEDGE) as archive:
+        crcs = {info.filename: info.CRC for info in archive.infolist()}
+    base_infos = [info for info in result.entries if info.name in crcs]
+    assert base_infos and all(info.appended is False and info.crc32 == crcs[info.name] for info in base_infos)
+    assert result.entry(".args").appended is True

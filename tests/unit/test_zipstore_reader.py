@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from opencoti_build.formats import zipstore
 from opencoti_build.formats.zipstore import ZipStoreError
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import lief
 import zstandard
+
 from opencoti_build.errors import UserError
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"

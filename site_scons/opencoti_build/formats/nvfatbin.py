@@ -16,6 +16,7 @@ from pathlib import Path
 
 import lief
 import zstandard
+
 from opencoti_build.errors import UserError
 
 SECTION = ".nv_fatbin"

@@ -48,8 +48,20 @@ from typing import BinaryIO
 from opencoti_build import tempfiles
 from opencoti_build.errors import UserError
 from opencoti_build.formats.zipstore import (
-    CENTRAL, EOCD, EOCD64, FLAG_UTF8, LOCAL_HEADER, LOCATOR, U16_MAX, U32_MAX, ZIP64_EXTRA_ID, CentralRecord,
-    ZipStoreError, data_offset, method_name, read_zip_store,
+    CENTRAL,
+    EOCD,
+    EOCD64,
+    FLAG_UTF8,
+    LOCAL_HEADER,
+    LOCATOR,
+    U16_MAX,
+    U32_MAX,
+    ZIP64_EXTRA_ID,
+    CentralRecord,
+    ZipStoreError,
+    data_offset,
+    method_name,
+    read_zip_store,
 )
 
 DEFAULT_ALIGN = 65536

@@ -12,6 +12,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
 from opencoti_build.errors import UserError
 
 U16_MAX = 0xFFFF
