@@ -3,6 +3,7 @@ difference is named, when a reading is carried over, a damaged record. Through r
 tests/integration/test_null_build.py and the differential test in tests/soak/test_null_build.py."""
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -99,3 +100,61 @@ def test_a_damaged_record_takes_the_full_path(tmp_path: Path) -> None:
     for data in (b"", b"\x00garbage", b"\xe3" * 3):
         record.write_bytes(data)
         assert null_build.Record.load(str(record)) is None
+
+
+@pytest.mark.parametrize(("args", "fast"), [
+    (["-j", "x", "host"], False), (["-j", "2", "-Q", "-C", "/co", "host"], True), (["--jobs=4", "-k", "--quiet"], True),
+    (["--directory=/co", "-s"], True), (["-C/co", "-j2", "-Q"], True), (["--jobs=a=b"], False),
+    (["--cache-debug=x=y"], False), (["MODEL=verify", "package"], False), (["-Q", "verify"], False),
+])
+def test_every_argument_is_checked_not_only_the_first(args: list[str], fast: bool) -> None:
+    assert null_build.eligible(args) is fast
+
+
+def test_under_is_the_place_itself_inside_it_or_a_sibling_temporary() -> None:
+    places = ("/co/build", "/co/.lock")
+    assert null_build._under("/co/build", places) and null_build._under("/co/build/o/x.o", places)
+    assert null_build._under("/co/build.1234.tmp", places) and null_build._under("/co/.lock", places)
+    assert not null_build._under("/co/build2", places) and not null_build._under("/co/buil", places)
+    assert not null_build._under("/co", places) and not null_build._under("/elsewhere", places)
+
+
+def test_a_listing_leaves_out_hidden_entries_and_tells_names_apart(tmp_path: Path) -> None:
+    (tmp_path / "a.h").write_text("")
+    (tmp_path / "b.h").write_text("")
+    listed = null_build.signature(str(tmp_path), True)
+    (tmp_path / "out").mkdir()
+    assert null_build.signature(str(tmp_path), True, (str(tmp_path / "out"),)) == listed  # the build's own: hidden
+    assert null_build.signature(str(tmp_path), True) != listed
+    assert null_build.signature(str(tmp_path), False)[2] is None  # not listed: only the directory's identity
+    assert listed[2] == hashlib.sha256(b"a.h\0b.h").hexdigest()  # the sorted names, NUL-separated
+
+
+def test_a_file_signature_holds_its_permission_bits(tmp_path: Path) -> None:
+    script = tmp_path / "probe"
+    script.write_text("")
+    script.chmod(0o644)
+    sig = null_build.signature(str(script), False)
+    assert sig[5] == 0o644 and sig[1] == 0
+    script.chmod(0o755)
+    assert null_build.signature(str(script), False)[5] == 0o755
+
+
+def test_difference_names_the_working_directory_every_changed_variable_and_a_missing_file(tmp_path: Path) -> None:
+    present = tmp_path / ".sconsign.dblite"
+    present.write_text("")
+    record = null_build.Record(["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING, {}, set(), [str(present)], (), [], [], 0)
+    assert null_build.difference(record, ["-Q"], "/elsewhere", {"A": "1", "B": "2"}, RUNNING) == "the working directory"
+    assert null_build.difference(record, ["-Q"], "/co", {"B": "3", "C": "4"}, RUNNING) == "the environment (A, B, C)"
+    assert null_build.difference(record, ["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING) is None
+    present.unlink()
+    assert null_build.difference(record, ["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING) == f"{present} is missing"
+
+
+def test_a_record_of_another_format_or_shape_is_no_record(tmp_path: Path) -> None:
+    import marshal
+
+    path = tmp_path / "record"
+    for fields in ((1,) + (None,) * 14, (null_build.FORMAT,) * 14, [null_build.FORMAT] + [None] * 14, "text"):
+        path.write_bytes(marshal.dumps(fields))
+        assert null_build.Record.load(str(path)) is None, fields

@@ -9,6 +9,7 @@ import hashlib
 import os
 import random
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -309,3 +310,50 @@ def test_base_entries_are_described_with_their_own_crc_and_as_not_appended(tmp_p
     base_infos = [info for info in result.entries if info.name in crcs]
     assert base_infos and all(info.appended is False and info.crc32 == crcs[info.name] for info in base_infos)
     assert result.entry(".args").appended is True
+
+
+def test_an_entry_mode_follows_any_execute_bit(tmp_path: Path) -> None:
+    for mode, stored in ((0o601, 0o755), (0o610, 0o755), (0o700, 0o755), (0o664, 0o644)):
+        path = tmp_path / f"f{mode:o}"
+        path.write_bytes(b"")
+        path.chmod(mode)
+        assert Entry.file(path).mode == stored, oct(mode)
+    with pytest.raises(ZipAppendError, match=f"^cannot read {tmp_path / 'absent'}: No such file or directory$"):
+        Entry.file(tmp_path / "absent")
+
+
+def test_entries_that_cannot_be_embedded_are_named(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (tmp_path / "dir").mkdir()
+    cases = [
+        (Entry("dir", path=tmp_path / "dir"), f"^{tmp_path / 'dir'} is not a regular file; name a file to embed$"),
+        (Entry("gone", path=tmp_path / "gone"), f"^cannot read {tmp_path / 'gone'}: No such file or directory$"),
+        (Entry("both", path=tmp_path / "dir", data=b"x"), "^entry 'both' needs exactly one of a path or data$"),
+        (Entry("neither"), "^entry 'neither' needs exactly one of a path or data$"),
+    ]
+    for entry, message in cases:
+        with pytest.raises(ZipAppendError, match=message):
+            append(PLEDGE, [entry], out)
+        assert not out.exists()
+
+
+def test_a_name_too_long_is_shown_by_its_first_40_characters() -> None:
+    name = "abcdefghij" * 4 + "X" * 65536
+    with pytest.raises(ZipAppendError) as caught:
+        zipappend.check_name(name)
+    assert str(caught.value) == (f"entry name {'abcdefghij' * 4!r}… is longer than a zip name can be "
+                                 "(65535 bytes)")
+
+
+def test_appended_entries_carry_their_crc_and_file_entries_are_heard_with_their_stat(tmp_path: Path) -> None:
+    model = tmp_path / "tiny.gguf"
+    model.write_bytes(b"GGUF" + bytes(range(200)))
+    heard: dict[str, os.stat_result] = {}
+    result = append(PLEDGE, [Entry.file(model), Entry.blob(".args", b"-m x\n")], tmp_path / "out",
+                    on_digest=lambda path, st, sha256: heard.setdefault(Path(path).name, st))
+    assert result.entry("tiny.gguf").crc32 == zlib.crc32(model.read_bytes())
+    assert result.entry(".args").crc32 == zlib.crc32(b"-m x\n")
+    assert heard["tiny.gguf"].st_size == model.stat().st_size and heard["tiny.gguf"].st_ino == model.stat().st_ino
+    assert ".args" not in heard  # a blob has no file to vouch for
+    with pytest.raises(KeyError, match="'absent'"):
+        result.entry("absent")

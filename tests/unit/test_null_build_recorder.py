@@ -1,0 +1,225 @@
+"""The null build's recorder in-process: what a full run observes, how it classifies it, when it writes its
+record, and what the fast path prints. A Recorder is driven by hand here, with the events SConstruct's hooks
+would hand it (site_tools/null_build_record.py wires them up in a real run)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import SCons
+
+from opencoti_build import null_build
+
+RUNNING = null_build.interpreter(SCons.__version__)
+
+
+def recorder(tmp_path: Path, outputs: tuple[str, ...] = ()) -> null_build.Recorder:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    rec = null_build.Recorder(null_build.record_file(str(out)), ["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING,
+                              (null_build.record_file(str(out)),), ())
+    rec.locate([str(out / "cache")], [str(out / "o"), *outputs], [])
+    return rec
+
+
+def write(path: Path, text: str = "x", mode: int = 0o644) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def finish(rec: null_build.Recorder, failed: bool = False) -> null_build.Record | None:
+    null_build.reading_done(rec)
+    rec.build_ended = True
+    rec.finish(failed, steps=4)
+    return null_build.Record.load(rec.record_path)
+
+
+def test_a_successful_run_records_what_it_observed_and_classifies_it(tmp_path: Path) -> None:
+    opened, stated, tool, listed = (tmp_path / "SConscript", tmp_path / "a.c", tmp_path / "bin" / "probe",
+                                    tmp_path / "inc")
+    write(opened), write(stated), write(tool, mode=0o755), write(listed / "x.h")
+    rec = recorder(tmp_path)
+    rec.audit("open", (str(opened), "r", 0))
+    rec.observe(str(stated))
+    rec.observe(str(tool))
+    rec.audit("os.listdir", (str(listed),))
+    record = finish(rec)
+    assert record is not None and record.steps == 4 and record.args == ["-Q"] and record.interpreter == RUNNING
+    assert record.paths[str(opened)] == null_build.signature(str(opened), False)
+    assert record.listed >= {str(listed)} and record.paths[str(listed)][0] == "d"
+    assert {str(opened), str(tool), str(listed)} <= record.reading  # read, run-able, listed: content counts
+    assert str(stated) in record.reading_found and str(stated) not in record.reading  # only whether it is there
+    assert null_build.difference(record, ["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING) is None
+    write(stated, "y")
+    assert null_build.difference(record, ["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING) == f"{stated} changed"
+
+
+def test_the_code_that_ran_is_recorded_as_read(tmp_path: Path) -> None:
+    record = finish(recorder(tmp_path))
+    assert null_build.__file__ in record.paths and null_build.__file__ in record.reading
+    assert os.path.abspath(pytest.__file__) in record.paths
+
+
+@pytest.mark.parametrize("how", ["failed", "not ok", "no build end"])
+def test_no_record_is_written_for_a_run_that_did_not_end_well_and_a_stale_one_goes(tmp_path: Path, how: str) -> None:
+    rec = recorder(tmp_path)
+    write(Path(rec.record_path), "stale")
+    rec.ok = how != "not ok"
+    null_build.reading_done(rec)
+    rec.build_ended = how != "no build end"
+    rec.finish(how == "failed", steps=1)
+    assert not os.path.exists(rec.record_path)
+
+
+def test_a_run_refused_while_reading_leaves_the_last_record(tmp_path: Path) -> None:
+    rec = recorder(tmp_path)
+    write(Path(rec.record_path), "the last run's")
+    rec.finish(True, steps=0)  # reading never ended
+    assert Path(rec.record_path).read_text() == "the last run's"
+
+
+def test_an_input_that_changed_during_the_run_leaves_no_record_an_output_may(tmp_path: Path) -> None:
+    source, output = write(tmp_path / "a.c"), write(tmp_path / "out" / "o" / "a.o")
+    rec = recorder(tmp_path)
+    rec.observe(str(source)), rec.observe(str(output))
+    write(output, "rebuilt")
+    assert finish(rec) is not None  # the output is recorded as the build left it
+    rec = recorder(tmp_path)
+    rec.observe(str(source))
+    write(source, "edited meanwhile")
+    assert finish(rec) is None
+
+
+def test_what_is_never_observed(tmp_path: Path) -> None:
+    rec = recorder(tmp_path)
+    cache_entry = write(tmp_path / "out" / "cache" / "ab" / "entry")
+    bytecode = write(tmp_path / "__pycache__" / "m.cpython-311.pyc")
+    for path in (str(cache_entry), str(bytecode), "/proc/self/status", "/dev/null", "/sys/kernel"):
+        rec.observe(path)
+    rec.observe(3)  # a descriptor
+    rec.audit("open", (None, "r", 0))
+    rec.audit("open", (5, "r", 0))
+    assert rec.first == {}
+    rec.audit("os.listdir", (None,))  # the working directory
+    assert os.path.abspath(".") in rec.listed
+
+
+def test_what_is_opened_after_reading_is_not_the_reading(tmp_path: Path) -> None:
+    during, after = write(tmp_path / "during.py"), write(tmp_path / "after.o")
+    rec = recorder(tmp_path)
+    rec.audit("open", (str(during), "r", 0))
+    null_build.reading_done(rec)
+    rec.audit("open", (str(after), "r", 0))
+    assert str(during) in rec.used and str(after) not in rec.used
+    assert str(during) in rec.reading and str(after) not in rec.reading | rec.reading_found
+
+
+def test_a_directory_listed_before_the_outputs_were_known_is_listed_again_without_them(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write(tmp_path / "src" / "a.c")
+    rec = null_build.Recorder(str(tmp_path / "record"), [], str(tmp_path), {}, RUNNING, (), ())
+    rec.observe(str(tmp_path / "src"), listed=True)
+    write(tmp_path / "src" / "a.o")  # a cold build's output beside its source
+    write(out / "x")
+    rec.observe(str(out / "x"))
+    rec.locate([str(out)], [str(tmp_path / "src" / "a.o")], [str(tmp_path / "sconsign")])
+    assert str(out / "x") not in rec.first  # under an ignored place now
+    assert rec.first[str(tmp_path / "src")] == null_build.signature(str(tmp_path / "src"), True, rec.hidden)
+    assert rec.present == [str(tmp_path / "sconsign")] and str(tmp_path / "sconsign") in rec.ignored
+
+
+def test_a_program_run_is_observed_where_path_finds_it_and_git_adds_its_repository(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    git_dir = tmp_path / "repo" / ".git"
+    write(git_dir / "HEAD", "ref: refs/heads/main\n")
+    probe = write(tmp_path / "bin" / "probe", mode=0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    rec = recorder(tmp_path)
+    rec.audit("subprocess.Popen", (None, ["probe", "--version"], None, None))
+    assert str(probe) in rec.used
+    rec.audit("subprocess.Popen", (b"/usr/bin/git", [b"git", b"-C", b"repo", b"rev-parse", b"HEAD"], str(tmp_path),
+                                   None))
+    assert {str(git_dir), str(git_dir / "HEAD"), str(git_dir / "index"), str(git_dir / "packed-refs"),
+            str(git_dir / "refs/heads/main")} <= rec.used
+    rec.audit("subprocess.Popen", (None, "", None, None))  # nothing to run: nothing observed
+    rec.audit("subprocess.Popen", (None, [], None, None))
+
+
+def test_git_files_follow_the_head_ref_and_the_c_option(tmp_path: Path) -> None:
+    write(tmp_path / ".git" / "HEAD", "0123456789abcdef\n")  # a detached head: no ref file
+    files = null_build._git_files(["git", "rev-parse", "HEAD"], str(tmp_path))
+    git = str(tmp_path / ".git")
+    assert files == [git, f"{git}/HEAD", f"{git}/index", f"{git}/packed-refs"]
+    assert null_build._git_files(["git", "status", "-C"], str(tmp_path / "none"))[0] == str(tmp_path / "none" / ".git")
+
+
+def test_the_fast_path_prints_what_a_full_null_build_prints(capsys) -> None:
+    record = null_build.Record([], "/co", {}, RUNNING, {}, set(), [], (), [(1, "NOTE: a\n"), (2, "WARN: b\n")],
+                               ["host", "vulkan"], 7)
+    null_build.replay(record, quiet=False, silent=False, seconds=0.5)
+    out, err = capsys.readouterr()
+    assert err == "WARN: b\n"
+    assert out == ("NOTE: a\nscons: done reading SConscript files.\nscons: Building targets ...\n"
+                   "scons: `host' is up to date.\nscons: `vulkan' is up to date.\nscons: done building targets.\n"
+                   "0 compiled, 0 from cache, 7 up to date in 0.5 s\n")
+    null_build.replay(record, quiet=True, silent=True, seconds=0.5)
+    assert capsys.readouterr().out == "NOTE: a\n0 compiled, 0 from cache, 7 up to date in 0.5 s\n"
+
+
+def test_the_reading_phase_output_is_kept_and_still_written(tmp_path: Path, capsys) -> None:
+    rec = recorder(tmp_path)
+    real = sys.stdout
+    sys.stdout = null_build._Tee(sys.stdout, 1, rec.read_phase)
+    try:
+        print("NOTE: toolchain")
+        assert sys.stdout.encoding == real.encoding  # the rest of the stream is the real one's
+    finally:
+        null_build.reading_done(rec)
+    assert sys.stdout is real
+    assert rec.read_phase == [(1, "NOTE: toolchain"), (1, "\n")]
+    assert capsys.readouterr().out == "NOTE: toolchain\n"
+
+
+def test_a_carried_over_reading_is_vouched_for_by_the_next_record(tmp_path: Path) -> None:
+    conf, header = write(tmp_path / "SConscript"), write(tmp_path / "x.h")
+    rec = recorder(tmp_path)
+    rec.audit("open", (str(conf), "r", 0))
+    rec.observe(str(header))
+    record = finish(rec)
+    record.memo = {f"compdb {tmp_path}": "digest-1"}  # what that reading computed
+    carry = null_build.carry_over(record, ["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING)
+    assert carry is not None and carry.implicit_cache and carry.memo == record.memo
+    second = recorder(tmp_path)
+    second.seed(record, carry)
+    assert null_build.remembered(f"compdb {tmp_path}") == "digest-1"
+    assert second.first[str(conf)] == record.paths[str(conf)]
+    assert second.carried == set(carry.now) - record.reading - record.reading_found
+    assert str(conf) in second.kept_reading
+    again = finish(second)
+    assert str(conf) in again.reading and str(header) in again.paths
+
+
+def test_start_observes_stats_and_output_from_then_on(tmp_path: Path) -> None:
+    real = os.stat, os.lstat, sys.stdout, sys.stderr
+    seen = write(tmp_path / "seen.h")
+    rec = null_build.start(str(tmp_path / "record"), ["-Q", "host"], RUNNING)
+    try:
+        os.stat(seen)
+        os.lstat(tmp_path)
+        print("NOTE: reading")
+        print("WARN: reading", file=sys.stderr)
+        null_build.remember("key", "value")
+    finally:
+        os.stat, os.lstat, sys.stdout, sys.stderr = real
+        rec.observe = lambda *args, **kwargs: None  # its audit hook stays (hooks cannot be removed): mute it
+        rec._ran = lambda *args: None
+    assert (rec.record_path, rec.args, rec.cwd, rec.interpreter) == (str(tmp_path / "record"), ["-Q", "host"],
+                                                                     os.getcwd(), RUNNING)
+    assert rec.environ == null_build.environment(os.environ) and rec.ignored == (str(tmp_path / "record"),)
+    assert {str(seen), str(tmp_path)} <= rec.first.keys()
+    assert rec.read_phase == [(1, "NOTE: reading"), (1, "\n"), (2, "WARN: reading"), (2, "\n")]
+    assert rec.memo == {"key": "value"}
