@@ -134,11 +134,23 @@ def test_a_conflicting_patch_names_patch_file_and_hunk_and_leaves_the_tree_clean
     with pytest.raises(patch_series.SeriesError) as failure:
         patch_series.apply(tree, series, record)
 
-    message = str(failure.value)
-    assert "patch opencoti/0003-conflict.patch failed: llama.cpp/ggml/src/ggml.h hunk #2 (@@ -8,3 +9,3 @@)" in message
-    assert "\n" not in message
+    assert str(failure.value) == (
+        "patch opencoti/0003-conflict.patch failed: llama.cpp/ggml/src/ggml.h hunk #2 (@@ -8,3 +9,3 @@) does not "
+        "apply; the tree was reset to pristine, rebase the patch on the vendored tree and apply again")
     assert _clean(tree)
     assert not record.exists()
+
+
+def test_a_patch_git_refuses_otherwise_is_named_with_gits_first_error(tree, series, record):
+    (series / "0003-exists.patch").write_text(  # creates a file the tree already has
+        "diff --git a/llamafile/main.c b/llamafile/main.c\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/llamafile/main.c\n@@ -0,0 +1 @@\n+new\n")
+    with pytest.raises(patch_series.SeriesError) as failure:
+        patch_series.apply(tree, series, record)
+    assert str(failure.value) == (
+        "patch opencoti/0003-exists.patch failed: llamafile/main.c: already exists in working directory; the tree "
+        "was reset to pristine, rebase the patch on the vendored tree and apply again")
+    assert _clean(tree) and not record.exists()
 
 
 def test_a_dirty_tree_is_refused_with_every_change_listed_then_forced(tree, series, record):

@@ -203,9 +203,11 @@ def test_a_carried_over_reading_is_vouched_for_by_the_next_record(tmp_path: Path
     assert str(conf) in again.reading and str(header) in again.paths
 
 
-def test_start_observes_stats_and_output_from_then_on(tmp_path: Path) -> None:
+def test_start_observes_stats_and_output_from_then_on(tmp_path: Path, monkeypatch) -> None:
+    hooks: list = []
+    monkeypatch.setattr(sys, "addaudithook", hooks.append)  # a real hook could never be removed again
     real = os.stat, os.lstat, sys.stdout, sys.stderr
-    seen = write(tmp_path / "seen.h")
+    seen, opened = write(tmp_path / "seen.h"), write(tmp_path / "opened.py")
     rec = null_build.start(str(tmp_path / "record"), ["-Q", "host"], RUNNING)
     try:
         os.stat(seen)
@@ -215,11 +217,11 @@ def test_start_observes_stats_and_output_from_then_on(tmp_path: Path) -> None:
         null_build.remember("key", "value")
     finally:
         os.stat, os.lstat, sys.stdout, sys.stderr = real
-        rec.observe = lambda *args, **kwargs: None  # its audit hook stays (hooks cannot be removed): mute it
-        rec._ran = lambda *args: None
+    assert hooks == [rec.audit]
+    hooks[0]("open", (str(opened), "r", 0))
     assert (rec.record_path, rec.args, rec.cwd, rec.interpreter) == (str(tmp_path / "record"), ["-Q", "host"],
                                                                      os.getcwd(), RUNNING)
     assert rec.environ == null_build.environment(os.environ) and rec.ignored == (str(tmp_path / "record"),)
-    assert {str(seen), str(tmp_path)} <= rec.first.keys()
+    assert {str(seen), str(tmp_path), str(opened)} <= rec.first.keys() and str(opened) in rec.used
     assert rec.read_phase == [(1, "NOTE: reading"), (1, "\n"), (2, "WARN: reading"), (2, "\n")]
     assert rec.memo == {"key": "value"}
