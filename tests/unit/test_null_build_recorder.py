@@ -4,6 +4,7 @@ would hand it (site_tools/null_build_record.py wires them up in a real run)."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -46,9 +47,15 @@ def test_a_successful_run_records_what_it_observed_and_classifies_it(tmp_path: P
     rec.audit("open", (str(opened), "r", 0))
     rec.observe(str(stated))
     rec.observe(str(tool))
+    rec.observe(str(tmp_path / "bin"))  # a directory only stat'ed: whether it is there, whatever its mode
     rec.audit("os.listdir", (str(listed),))
+    rec.read_phase.append((1, "NOTE: toolchain\n"))
+    rec.top_targets.append("host")
+    rec.memo["compdb"] = "d1"
     record = finish(rec)
     assert record is not None and record.steps == 4 and record.args == ["-Q"] and record.interpreter == RUNNING
+    assert (record.replay, record.top_targets, record.memo) == ([(1, "NOTE: toolchain\n")], ["host"], {"compdb": "d1"})
+    assert str(tmp_path / "bin") in record.reading_found
     assert record.paths[str(opened)] == null_build.signature(str(opened), False)
     assert record.listed >= {str(listed)} and record.paths[str(listed)][0] == "d"
     assert {str(opened), str(tool), str(listed)} <= record.reading  # read, run-able, listed: content counts
@@ -207,11 +214,19 @@ def test_start_observes_stats_and_output_from_then_on(tmp_path: Path, monkeypatc
     hooks: list = []
     monkeypatch.setattr(sys, "addaudithook", hooks.append)  # a real hook could never be removed again
     real = os.stat, os.lstat, sys.stdout, sys.stderr
-    seen, opened = write(tmp_path / "seen.h"), write(tmp_path / "opened.py")
+    seen, opened, relative = write(tmp_path / "seen.h"), write(tmp_path / "opened.py"), write(tmp_path / "rel.h")
+    (tmp_path / "link").symlink_to(seen)
     rec = null_build.start(str(tmp_path / "record"), ["-Q", "host"], RUNNING)
     try:
         os.stat(seen)
         os.lstat(tmp_path)
+        assert os.path.islink(tmp_path / "link")  # lstat's own arguments still reach it
+        assert stat.S_ISLNK(os.stat(tmp_path / "link", follow_symlinks=False).st_mode)
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            os.stat("rel.h", dir_fd=fd)  # relative to a directory descriptor: not a path of the run's own
+        finally:
+            os.close(fd)
         print("NOTE: reading")
         print("WARN: reading", file=sys.stderr)
         null_build.remember("key", "value")
@@ -223,5 +238,10 @@ def test_start_observes_stats_and_output_from_then_on(tmp_path: Path, monkeypatc
                                                                      os.getcwd(), RUNNING)
     assert rec.environ == null_build.environment(os.environ) and rec.ignored == (str(tmp_path / "record"),)
     assert {str(seen), str(tmp_path), str(opened)} <= rec.first.keys() and str(opened) in rec.used
+    assert os.path.abspath("rel.h") not in rec.first and str(relative) not in rec.first
     assert rec.read_phase == [(1, "NOTE: reading"), (1, "\n"), (2, "WARN: reading"), (2, "\n")]
     assert rec.memo == {"key": "value"}
+
+
+def test_the_record_lives_in_the_build_directory() -> None:
+    assert null_build.record_file("/co/build") == "/co/build/.null-build"
