@@ -59,15 +59,6 @@ def dso_paths(backend: str, build: Path) -> tuple[Path, Path]:
             build / "home" / ".llamafile" / "v" / MINI_VERSION / name)
 
 
-def copy_checkout(dest: Path) -> Path:
-    """What a second clone holds for a build: the build description and the fixture."""
-    for name in ("SConstruct", "build.SConscript"):
-        shutil.copy2(PROJECT / name, dest / name)
-    for name in ("site_scons", "host", "backends", "package", "native", "vendors"):
-        shutil.copytree(PROJECT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "dist"))
-    return dest
-
-
 BUILD_FILES = ("SConstruct", "build.SConscript")
 BUILD_DIRS = ("host", "backends", "package", "native", "site_scons", "vendors")
 NOT_COPIED = shutil.ignore_patterns("__pycache__", "*.pyc", "sources", "dist", "applied-series.json")
@@ -83,6 +74,15 @@ FILE_PROBES = (
      "    for (int i = 0; f[i]; ++i) p[i] = f[i];\n"
      "}\n"),
 )
+
+
+def copy_checkout(dest: Path) -> Path:
+    """What a second clone holds for a build: the build description and the fixture."""
+    for name in BUILD_FILES:
+        shutil.copy2(PROJECT / name, dest / name)
+    for name in BUILD_DIRS:
+        shutil.copytree(PROJECT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "dist"))
+    return dest
 
 
 def clone(dest: Path) -> Path:
