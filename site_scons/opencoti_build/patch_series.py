@@ -50,14 +50,20 @@ class SeriesError(UserError):
     """Apply or reset cannot go on; the message is one line naming the thing and the fix."""
 
 
+def _listing(changes: list[str], limit: int) -> str:
+    """The first ``limit`` of ``changes`` for one line, then how many more; a file name that is not UTF-8
+    shows its bytes escaped (``\\xff``) instead of failing the print."""
+    shown = [c.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for c in changes[:limit]]
+    return ", ".join(shown) + (f" and {len(changes) - limit} more" if len(changes) > limit else "")
+
+
 class ForeignChanges(SeriesError):
     """The tree holds changes no apply made; ``changes`` lists every one, tree-relative."""
 
     def __init__(self, src: Path, action: str, changes: list[str]) -> None:
         self.changes = changes
-        shown = ", ".join(changes[:20]) + (f" and {len(changes) - 20} more" if len(changes) > 20 else "")
         super().__init__(
-            f"{action} would discard {len(changes)} change(s) in {src} that no apply made: {shown}; "
+            f"{action} would discard {len(changes)} change(s) in {src} that no apply made: {_listing(changes, 20)}; "
             f"capture them as a patch under {OPENCOTI_PATCHES}/ or pass FORCE=1 to discard them"
         )
 
@@ -96,13 +102,19 @@ def _git_env() -> dict[str, str]:
     return env
 
 
+def _run_git(repo: Path, *args: str) -> tuple[int, str, str]:
+    """``git -C repo args``: (exit status, stdout, stderr). Paths in stdout keep undecodable bytes as surrogates,
+    so they name the same files again; stderr only ever reaches a message, so it is decoded for printing."""
+    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=_git_env())
+    return result.returncode, result.stdout.decode("utf-8", "surrogateescape"), result.stderr.decode("utf-8", "replace")
+
+
 def _git(repo: Path, *args: str) -> str:
-    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=_git_env(),
-                            encoding="utf-8", errors="surrogateescape")
-    if result.returncode != 0:
-        first = next((line for line in result.stderr.splitlines() if line.strip()), f"exit status {result.returncode}")
+    status, out, err = _run_git(repo, *args)
+    if status != 0:
+        first = next((line for line in err.splitlines() if line.strip()), f"exit status {status}")
         raise SeriesError(f"git {args[0]} failed in {repo}: {first.strip()}")
-    return result.stdout
+    return out
 
 
 def is_checkout(src: Path) -> bool:
@@ -229,22 +241,25 @@ def _strip_p1(header: str) -> str:
 
 
 def _apply_patch(src: Path, patch: Patch) -> None:
-    result = subprocess.run(["git", "-C", str(src), "apply", "--whitespace=nowarn", str(patch.path)],
-                            capture_output=True, env=_git_env(), encoding="utf-8", errors="replace")
-    if result.returncode == 0:
-        return
-    if "No valid patches in input" in result.stderr:
-        raise SeriesError(f"patch {patch.series}/{patch.name} is not a patch (no diff in it); the tree was reset to "
-                          f"pristine, regenerate {patch.path} with `git format-patch` or remove it")
-    errors = [line[len("error: "):] for line in result.stderr.splitlines() if line.startswith("error: ")]
-    where = errors[0] if errors else result.stderr.strip() or f"git apply exit status {result.returncode}"
+    status, _, err = _run_git(src, "apply", "--whitespace=nowarn", str(patch.path))
+    if status != 0:
+        raise SeriesError(_apply_failure(patch, status, err))
+
+
+def _apply_failure(patch: Patch, status: int, stderr: str) -> str:
+    """The one-line message for a patch ``git apply`` refused with ``status`` and ``stderr``."""
+    if "No valid patches in input" in stderr:
+        return (f"patch {patch.series}/{patch.name} is not a patch (no diff in it); the tree was reset to "
+                f"pristine, regenerate {patch.path} with `git format-patch` or remove it")
+    errors = [line[len("error: "):] for line in stderr.splitlines() if line.startswith("error: ")]
+    where = errors[0] if errors else stderr.strip() or f"git apply exit status {status}"
     for error in errors:
         failed = re.fullmatch(r"patch failed: (.+):(\d+)", error)
         if failed:
             where = f"{failed.group(1)} {_hunk(patch.path, failed.group(1), int(failed.group(2)))} does not apply"
             break
-    raise SeriesError(f"patch {patch.series}/{patch.name} failed: {where}; the tree was reset to pristine, "
-                      f"rebase the patch on the vendored tree and apply again")
+    return (f"patch {patch.series}/{patch.name} failed: {where}; the tree was reset to pristine, "
+            f"rebase the patch on the vendored tree and apply again")
 
 
 def _copy_llamafile_files(src: Path) -> None:
@@ -414,9 +429,9 @@ def apply_if_safe(src: Path | str, patch_dir: Path | str, record_path: Path | st
     try:
         return apply(src, patch_dir, record_path)
     except ForeignChanges as exc:
-        shown = ", ".join(exc.changes[:5]) + (", …" if len(exc.changes) > 5 else "")
         return Outcome("kept", f"warning: building {Path(src).resolve()} as it is, with {len(exc.changes)} change(s) "
-                               f"no apply made ({shown}); `scons apply` (FORCE=1 to discard them) restores the series")
+                               f"no apply made ({_listing(exc.changes, 5)}); `scons apply` (FORCE=1 to discard them) "
+                               f"restores the series")
 
 
 def reset(src: Path | str, record_path: Path | str, force: bool = False) -> Outcome:

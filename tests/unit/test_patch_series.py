@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from opencoti_build import patch_series
 
 PATCH = """From 1 Mon Sep 17 00:00:00 2001
@@ -58,3 +60,109 @@ def test_foreign_changes_are_named_up_to_twenty_then_counted(tmp_path: Path) -> 
     assert f"made: {', '.join(twenty)}; capture" in str(patch_series.ForeignChanges(tmp_path, "reset", twenty))
     many = patch_series.ForeignChanges(tmp_path, "reset", [*twenty, "g.c", "h.c"])
     assert f"22 change(s) in {tmp_path} that no apply made: {', '.join(twenty)} and 2 more; capture" in str(many)
+
+
+def test_twenty_one_changes_show_twenty_and_count_the_one_more(tmp_path: Path) -> None:
+    changes = [f"f{n:02d}.c" for n in range(21)]
+    assert f"made: {', '.join(changes[:20])} and 1 more; capture" in str(
+        patch_series.ForeignChanges(tmp_path, "apply", changes))
+
+
+def test_a_name_that_is_no_utf8_is_shown_escaped_not_failing_the_print() -> None:
+    undecodable = b"llamafile/caf\xe9.c".decode("utf-8", "surrogateescape")  # how git's path reaches us
+    assert patch_series._listing([undecodable, "b.c"], 5) == "llamafile/caf\\xe9.c, b.c"
+    assert patch_series._listing(["a", "b", "c"], 2) == "a, b and 1 more"
+
+
+def test_git_runs_in_the_c_locale_unprompted_and_ignores_a_hooks_repository(monkeypatch) -> None:
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.setenv(name, "/elsewhere")
+    monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")
+    monkeypatch.setenv("OPENCOTI_KEPT", "1")
+
+    env = patch_series._git_env()
+
+    assert not {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"} & set(env)
+    assert (env["LC_ALL"], env["GIT_TERMINAL_PROMPT"], env["OPENCOTI_KEPT"]) == ("C", "0", "1")
+
+
+def _patch(tmp_path: Path, text: str = PATCH) -> patch_series.Patch:
+    path = tmp_path / "0001-two-files.patch"
+    path.write_text(text)
+    return patch_series.Patch(path.name, path, "0" * 64, "opencoti")
+
+
+def test_a_refused_apply_names_the_hunk_git_could_not_place(tmp_path: Path) -> None:
+    patch = _patch(tmp_path)
+    stderr = ("error: while searching for:\nint a;\n\nerror: patch failed: llama.cpp/common.h:40\n"
+              "error: llama.cpp/common.h: patch does not apply\n")
+    assert patch_series._apply_failure(patch, 1, stderr) == (
+        "patch opencoti/0001-two-files.patch failed: llama.cpp/common.h hunk #2 (@@ -40,1 +41,2 @@) does not apply; "
+        "the tree was reset to pristine, rebase the patch on the vendored tree and apply again")
+
+
+def test_a_refused_apply_without_a_hunk_names_gits_first_error_else_its_output_else_its_status(tmp_path: Path) -> None:
+    patch = _patch(tmp_path)
+    tail = "; the tree was reset to pristine, rebase the patch on the vendored tree and apply again"
+    first = "error: x.c: already exists in working directory\nerror: y.c: does not exist in index\n"
+    assert patch_series._apply_failure(patch, 1, first) == (
+        f"patch opencoti/0001-two-files.patch failed: x.c: already exists in working directory{tail}")
+    assert patch_series._apply_failure(patch, 128, "fatal: unable to read x.patch\n") == (
+        f"patch opencoti/0001-two-files.patch failed: fatal: unable to read x.patch{tail}")
+    assert patch_series._apply_failure(patch, 128, "") == (
+        f"patch opencoti/0001-two-files.patch failed: git apply exit status 128{tail}")
+
+
+def test_a_file_git_finds_no_patch_in_is_named_as_such(tmp_path: Path) -> None:
+    patch = _patch(tmp_path, "notes\n")
+    assert patch_series._apply_failure(patch, 128, "error: No valid patches in input (allow with \"--allow-empty\")\n") == (
+        f"patch opencoti/0001-two-files.patch is not a patch (no diff in it); the tree was reset to pristine, "
+        f"regenerate {patch.path} with `git format-patch` or remove it")
+
+
+def test_a_renamed_file_is_found_by_its_new_name(tmp_path: Path) -> None:
+    patch = tmp_path / "0003-rename.patch"
+    patch.write_text("--- a/llama.cpp/old.c\n+++ b/llama.cpp/new.c\n@@ -5,1 +5,2 @@\n x\n+y\n")
+    assert patch_series._hunk(patch, "llama.cpp/new.c", 5) == "hunk #1 (@@ -5,1 +5,2 @@)"
+    assert patch_series._hunk(patch, "llama.cpp/old.c", 5) == "hunk #1 (@@ -5,1 +5,2 @@)"
+
+
+def test_hunks_before_any_file_header_belong_to_no_file(tmp_path: Path) -> None:
+    patch = tmp_path / "0004-headless.patch"
+    patch.write_text("@@ -1,1 +1,2 @@\n x\n+y\n--- a/x.c\n+++ b/x.c\n@@ -7,1 +7,2 @@\n x\n+y\n")
+    assert patch_series._hunk(patch, "x.c", 1) == "the hunk at line 1"
+    assert patch_series._hunk(patch, "x.c", 7) == "hunk #1 (@@ -7,1 +7,2 @@)"
+
+
+def test_a_trailing_removed_line_ends_the_search_quietly(tmp_path: Path) -> None:
+    patch = tmp_path / "0005-tail.patch"
+    patch.write_text("--- a/x.c\n+++ b/x.c\n@@ -1,1 +1,1 @@\n--- old\n")
+    assert patch_series._hunk(patch, "x.c", 9) == "the hunk at line 9"  # read to the very last line
+
+
+def test_a_patch_with_bytes_that_are_no_utf8_is_still_read(tmp_path: Path) -> None:
+    patch = tmp_path / "0006-latin1.patch"
+    patch.write_bytes(b"--- a/x.c\n+++ b/x.c\n@@ -3,1 +3,2 @@\n /* caf\xe9 */\n+y\n")
+    assert patch_series._hunk(patch, "x.c", 3) == "hunk #1 (@@ -3,1 +3,2 @@)"
+
+
+@pytest.mark.parametrize("text", ['{"format": 2, "state": "applied"}', '[1, "applied"]', '"applied"'])
+def test_a_record_of_another_format_or_shape_is_no_record(tmp_path: Path, text: str) -> None:
+    record = tmp_path / "applied-series.json"
+    record.write_text(text)
+    assert patch_series.read_record(record) is None
+
+
+def test_an_unreadable_record_is_refused_with_the_fix(tmp_path: Path) -> None:
+    record = tmp_path / "applied-series.json"
+    record.write_text('{"format": 1, "state": ')
+    with pytest.raises(patch_series.SeriesError) as failure:
+        patch_series.read_record(record)
+    assert str(failure.value).startswith(f"cannot read the apply record {record}: Expecting value")
+    assert str(failure.value).endswith("; delete it and apply with FORCE=1")
+
+
+def test_an_interrupted_record_is_not_read_as_applied(tmp_path: Path) -> None:
+    record = tmp_path / "applied-series.json"
+    record.write_text('{"format": 1, "state": "applying", "source": "/src"}')
+    assert patch_series.read_record(record) is None
