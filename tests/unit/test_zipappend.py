@@ -8,6 +8,7 @@ import errno
 import hashlib
 import os
 import random
+import time
 import zipfile
 import zlib
 from pathlib import Path
@@ -190,7 +191,16 @@ def _open_under(root: Path) -> list[str]:
     return held
 
 
-def test_replacing_an_output_leaves_no_descriptor_open(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writeback", ["prompt", "slow"])
+def test_replacing_an_output_leaves_no_descriptor_open(tmp_path: Path, monkeypatch, writeback: str) -> None:
+    if writeback == "slow":  # the writeback thread has not taken the replaced output's close when packaging ends
+        replace = zipappend._Workers.replace
+
+        def busy_replace(workers, tmp: Path, output: Path) -> None:
+            workers.writeback.submit(time.sleep, 0.3)
+            replace(workers, tmp, output)
+
+        monkeypatch.setattr(zipappend._Workers, "replace", busy_replace)
     out = tmp_path / "out"
     entries = appended_entries(tmp_path)
     append(PLEDGE, entries, out)

@@ -215,6 +215,7 @@ class _Workers:
         self.entry_readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-entry-readback")
         self.writeback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-writeback")
         self.flush: Future | None = None
+        self.freeing: list[tuple[Future, int]] = []  # replaced outputs' descriptors, closed on the writeback thread
         self.buffers = [memoryview(bytearray(_CHUNK)) for _ in range(_BUFFERS)]
 
     def write_back(self, fd: int) -> None:
@@ -244,7 +245,7 @@ class _Workers:
             os.replace(tmp, output)
         finally:
             if old >= 0:
-                self.writeback.submit(os.close, old)
+                self.freeing.append((self.writeback.submit(os.close, old), old))
 
     def _settle(self) -> None:
         if self.flush is not None:
@@ -256,6 +257,9 @@ class _Workers:
     def __exit__(self, *exc: object) -> None:
         for pool in (self.digest, self.readback, self.entry_readback, self.writeback):
             pool.shutdown(wait=True, cancel_futures=True)
+        for closing, fd in self.freeing:
+            if closing.cancelled():  # the writeback thread never got to it: close it here, or it leaks
+                os.close(fd)
 
 
 def _copy(path: Path, f: BinaryIO, size: int, sink: _Sink, workers: _Workers,
