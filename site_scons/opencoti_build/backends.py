@@ -22,7 +22,9 @@ from opencoti_build.toolchains import cuda, rocm, vulkan
 
 
 class Toolchain(Protocol):
-    record: str  # what the manifest's ``toolchains`` says made the DSO
+    @property
+    def record(self) -> str:
+        """What the manifest's ``toolchains`` says made the DSO."""
 
     @property
     def description(self) -> str:
@@ -64,8 +66,10 @@ def _section_names(path: str) -> set[str]:
         return set()
     import lief  # ~1.5 s to import: only once a file is read
 
+    from opencoti_build.formats.lief_names import lief_str
+
     binary = lief.ELF.parse(path)
-    return {s.name for s in binary.sections} if binary is not None else set()
+    return {lief_str(s.name) for s in binary.sections} if binary is not None else set()
 
 
 def _cuda_built(path: str) -> list[str]:

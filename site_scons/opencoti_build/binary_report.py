@@ -15,6 +15,7 @@ import lief
 
 from opencoti_build import backends, patch_series
 from opencoti_build.formats import elfcheck, hipbundle
+from opencoti_build.formats.lief_names import lief_str
 
 FAMILIES_FILE = Path(__file__).resolve().parents[2] / "vendors" / "symbol-families.txt"
 SERIES_RECORD = Path(__file__).resolve().parents[2] / patch_series.DEFAULT_RECORD
@@ -62,7 +63,7 @@ def defined_symbols(binary: lief.ELF.Binary) -> list[str]:
     symbols = [s for s in binary.dynamic_symbols if s.name and s.shndx != 0]
     if not symbols:
         symbols = [s for s in binary.symtab_symbols if s.name and s.shndx != 0]
-    return [s.demangled_name or s.name for s in symbols]
+    return [s.demangled_name or lief_str(s.name) for s in symbols]
 
 
 def family_counts(families: list[Family], data: bytes, binary: lief.ELF.Binary | None) -> dict[str, int | None]:
@@ -100,7 +101,8 @@ def report(path: str, families: list[Family]) -> list[str]:
         if link.missing_libraries:
             lines.append(f"needed but not found: {', '.join(link.missing_libraries)}")
         lines.append(f"unresolved imports: {', '.join(link.unresolved) or 'none'}")
-        exported = sorted(s.name for s in binary.dynamic_symbols if s.exported and ENTRY_POINT.fullmatch(s.name))
+        names = (lief_str(s.name) for s in binary.dynamic_symbols if s.exported)
+        exported = sorted(name for name in names if ENTRY_POINT.fullmatch(name))
         lines.append(f"entry points: {', '.join(exported) or 'none'}")
     lines += [code.summary for code in (spec.device_code(path) for spec in backends.BACKENDS) if code.summary]
     lines.append("families:")

@@ -2,7 +2,7 @@
 
 The kernel drops an flock when its holder exits, however it exits (SIGKILL included), so a lock is
 never left behind; the file only names the holder's pid for the waiting run's message. The build's
-commands inherit the lock (``inherited()``): a compiler that outlives a killed scons keeps the
+commands inherit the lock (``pass_fds=held_fds()``): a compiler that outlives a killed scons keeps the
 directory locked until it exits, so the next run cannot race with its late writes.
 """
 from __future__ import annotations
@@ -98,6 +98,6 @@ def _say_if_lost(path: Path, fd: int) -> None:
                          "deleted?), so another build may have run at the same time; run scons again\n")
 
 
-def inherited() -> dict[str, tuple[int, ...]]:
-    """subprocess keyword arguments that hand the held lock to a child (nothing when none is held)."""
-    return {"pass_fds": tuple(_held.values())}
+def held_fds() -> tuple[int, ...]:
+    """The descriptors of the locks this process holds: subprocess's ``pass_fds`` hands them to a child."""
+    return tuple(_held.values())

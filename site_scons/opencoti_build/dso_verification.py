@@ -39,6 +39,8 @@ def verification_error(path: str, spec: backends.Backend, archs: Sequence[str], 
     import lief  # ~1.5 s to import: only once a DSO exists
 
     binary = lief.ELF.parse(path)
+    if binary is None:
+        raise ValueError(f"{path}: not an ELF file")
     exported = {s.name for s in binary.dynamic_symbols if s.exported}
     for symbol in spec.entry_points:
         if symbol not in exported:

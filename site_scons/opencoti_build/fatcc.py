@@ -120,12 +120,12 @@ def _log(argv: list[str]) -> None:
 
 def _run_parallel(commands: dict[str, list[str]], capture: bool = False) -> tuple[dict[str, int], dict[str, str]]:
     """Run each architecture's command at once; with ``capture``, their stdout+stderr are returned."""
-    procs = {}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
     for arch, argv in commands.items():
         _log(argv)
         try:
-            pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT} if capture else {}
-            procs[arch] = subprocess.Popen(argv, **pipe)
+            procs[arch] = subprocess.Popen(argv, stdout=subprocess.PIPE if capture else None,
+                                           stderr=subprocess.STDOUT if capture else None)
         except FileNotFoundError as exc:
             raise FatError(f"{argv[0]} not found; install it (apt-get install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu)") from exc
     outputs = {}
@@ -133,7 +133,9 @@ def _run_parallel(commands: dict[str, list[str]], capture: bool = False) -> tupl
         import threading
 
         def read(arch: str) -> None:
-            outputs[arch] = procs[arch].stdout.read().decode(errors="replace")
+            pipe = procs[arch].stdout
+            assert pipe is not None  # capture: stdout=PIPE
+            outputs[arch] = pipe.read().decode(errors="replace")
 
         readers = [threading.Thread(target=read, args=(arch,)) for arch in procs]
         for reader in readers:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 PACKAGE = "opencoti_build"
@@ -27,7 +27,7 @@ def module_file(name: str) -> Path | None:
     return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
 
 
-def _statements(nodes: list[ast.AST]) -> Iterator[ast.stmt]:
+def _statements(nodes: Iterable[ast.AST]) -> Iterator[ast.stmt]:
     """Every statement among ``nodes`` and in the blocks nested in them. An import is a statement, so no
     expression needs walking (most of a module's nodes; ast.walk visited them all)."""
     for node in nodes:

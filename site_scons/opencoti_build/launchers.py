@@ -30,7 +30,7 @@ FAT_LAUNCHER_ENV = "OPENCOTI_FAT_LAUNCHER"
 # CCWRAPPER is empty or the launcher cannot take that compiler (distcc: the gcc family only).
 ARGV_VARS: Mapping[str, str] = {"gcc": "CCWRAPPER_ARGV", "nvcc": "CCWRAPPER_NVCC_ARGV", "hipcc": "CCWRAPPER_HIPCC_ARGV"}
 # True when the launcher wants the gcc and nvcc compiles' prefix maps given as preprocessor options
-# (opencoti_build.prefix_maps.VIA_PREPROCESSOR); site_tools/compile_maps.py spells them so, unsigned.
+# (opencoti_build.prefix_maps.VIA_PREPROCESSOR); opencoti_scons/compile_maps.py spells them so, unsigned.
 MAPS_VIA_PREPROCESSOR_VAR = "CCWRAPPER_MAPS_VIA_PREPROCESSOR"
 
 

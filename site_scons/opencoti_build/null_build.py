@@ -33,7 +33,7 @@ import os
 import stat as stat_mod
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -41,7 +41,8 @@ RECORD_NAME = ".null-build"
 FORMAT = 2
 # Options that change neither what is built nor what is printed about it.
 _FREE_OPTIONS = {"-Q", "-s", "--silent", "--quiet", "-k", "--keep-going"}
-_WITH_VALUE = {"-j": str.isdigit, "--jobs": str.isdigit, "-C": bool, "--directory": bool}
+_WITH_VALUE: dict[str, Callable[[str], bool]] = {"-j": str.isdigit, "--jobs": str.isdigit,
+                                                 "-C": bool, "--directory": bool}
 _NEVER_FAST = {"package", "verify"}  # their checks read whole artifacts: always the full path
 _VOLATILE_ENV = {"_", "OLDPWD"}  # set by the shell per command, read by nothing here
 _NOT_OBSERVED = ("/proc/", "/dev/", "/sys/")
@@ -52,7 +53,7 @@ Signature = tuple | None
 
 def eligible(args: Sequence[str]) -> bool:
     """Whether a run with these command-line arguments (after the program name) may take the fast path."""
-    value_check = None
+    value_check: Callable[[str], bool] | None = None
     for arg in args:
         if value_check is not None:
             if not value_check(arg):
@@ -410,7 +411,8 @@ class Recorder:
             pass
         if not (self.ok and self.build_ended and not failed):
             return
-        code = {os.path.abspath(m.__file__) for m in list(sys.modules.values()) if getattr(m, "__file__", None)}
+        code: set[str] = {os.path.abspath(file) for m in list(sys.modules.values())
+                          if (file := getattr(m, "__file__", None))}
         for source in code:
             self.observe(source)
         paths: dict[str, Signature] = {}

@@ -170,6 +170,7 @@ def check(contents: Contents, *, host_names: Collection[str] | None = None,
     if text is not None:
         origin = f"ARGS={contents.args_file}" if contents.args_file else "the generated .args"
         words = embed_args.parse_words(text, origin)
+        assert contents.model is not None  # args_text() gives no .args without a model
         embed_args.check_loads_model(words, contents.model.name, origin)
         if host_ready:
             embed_args.check_against_host(text, contents.host, origin)

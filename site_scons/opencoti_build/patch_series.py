@@ -31,7 +31,7 @@ import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from opencoti_build.errors import UserError
 
@@ -363,7 +363,7 @@ def _sha(entry: FileEntry) -> str | None:
     return entry["sha256"] if entry else None
 
 
-def _up_to_date(record: dict[str, Any] | None, state: TreeState, opencoti: list[Patch]) -> bool:
+def _up_to_date(record: dict[str, Any] | None, state: TreeState, opencoti: list[Patch]) -> TypeGuard[dict[str, Any]]:
     return (
         record is not None and record.get("state") == "applied"
         and record["upstreamCommit"] == state.head

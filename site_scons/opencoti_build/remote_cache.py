@@ -155,7 +155,8 @@ class Remote:
         if not self.enabled:
             return None
         try:
-            return self._client.mget([KEY_PREFIX + key for key in keys])
+            values = self._client.mget([KEY_PREFIX + key for key in keys])
+            return values  # type: ignore[return-value]  # bytes, not str: the client decodes no response
         except self._errors as exc:
             self._fail(exc)
             return None

@@ -81,8 +81,10 @@ def tree_file(root: Path | str, rel: str, llama: Path | str | None = None) -> Pa
 def tree_glob(root: Path | str, pattern: str, llama: Path | str | None = None) -> list[str]:
     """The description paths of the files matching the glob ``pattern`` (``**`` descends), sorted;
     ``llama`` as in tree_file."""
-    prefix = f"{LLAMA}/" if llama is not None and pattern.startswith(f"{LLAMA}/") else ""
-    base = Path(llama) if prefix else Path(root)
+    if llama is not None and pattern.startswith(f"{LLAMA}/"):
+        prefix, base = f"{LLAMA}/", Path(llama)
+    else:
+        prefix, base = "", Path(root)
     return sorted(prefix + p.relative_to(base).as_posix() for p in base.glob(pattern[len(prefix):]) if p.is_file())
 
 

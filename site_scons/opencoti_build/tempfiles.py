@@ -22,7 +22,7 @@ def create(dest: Path | str) -> tuple[int, Path]:
 
 def remove_stale(directory: Path | str, dest_name: str = "") -> list[Path]:
     """Remove the temporary files in ``directory`` (only ``dest_name``'s when given) whose writer is gone."""
-    removed = []
+    removed: list[Path] = []
     prefix = f".{dest_name}." if dest_name else "."
     try:
         names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]

@@ -5,7 +5,8 @@ as targets of that one action, so SCons cleans, caches and restores the pair tog
 each target and counts a multi-target node a hit only when all its targets come back).
 
 Commands run from argument lists, never through a shell; a failed command leaves neither half of a
-pair behind. Every fat object is registered in the compile database (site_tools/compiledb.py) by its emitter.
+pair behind. Every fat object is registered in the compile database by its emitter. The actions and emitters:
+opencoti_scons/fat_builders.py.
 
 Builders: FatObject, FatLibrary, FatProgram, ZipStore, Gperf; methods: SayToolchain, FreezeIncludeFlags.
 
@@ -16,15 +17,12 @@ driver runs each half behind; opencoti_build.launchers), CCWRAPPER_MAPS_VIA_PREP
 FATCXXFLAGS, FATCPPFLAGS, FAT_TARGET_ARCH, FATEXTRAFLAGS, FATLINKFLAGS, FATLIBS, FAT_PATH_MAPS, FATPREFIXMAPS
 (the link's), FATCCCOMSTR,
 FATARCOMSTR, FATLINKCOMSTR, CPPDEFPREFIX, CPPDEFSUFFIX (and IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES
-empty). Set: FATCCCOM, FATCXXCOM, _FATINCFLAGS, _FATCOMPILEMAPS (site_tools/compile_maps.py), _fat_dir_flags.
+empty). Set: FATCCCOM, FATCXXCOM, _FATINCFLAGS, _FATCOMPILEMAPS (opencoti_scons/compile_maps.py), _fat_dir_flags.
 """
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import SCons.Action
 import SCons.Builder
@@ -32,208 +30,31 @@ import SCons.Errors
 import SCons.Subst
 import SCons.Util
 
-from opencoti_build import build_lock, fatcc, zip_sources
-from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain, missing_output_message
+from opencoti_build import fatcc
+from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain
 from opencoti_build.errors import UserError
 from opencoti_build.launchers import FAT_LAUNCHER_ENV
-from opencoti_build.prefix_maps import gcc_flags, path_maps, remap
+from opencoti_build.prefix_maps import gcc_flags, path_maps
 from opencoti_build.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
-from site_tools.compile_maps import compile_maps
-from site_tools.include_scanner import include_scanner
-
-
-def _dir_flags(flag: str, dirs) -> list:
-    # Literal: a path is an argument, never re-substituted by SCons ('$' or spaces stay as they are).
-    out = []
-    for d in dirs or ():
-        out += [flag, SCons.Subst.Literal(str(d))]
-    return out
-
-
-def _is_cxx(source) -> bool:
-    return str(source).endswith(CXX_SUFFIXES)
-
-
-def _argv(env, command_var: str, target, source) -> list[str]:
-    lines = env.subst_list("$" + command_var, SCons.Subst.SUBST_CMD, target=target, source=source)
-    return [str(arg) for arg in lines[0]] if lines else []
-
-
-def _remove(paths) -> None:
-    for path in paths:
-        try:
-            os.unlink(str(path))
-        except FileNotFoundError:
-            pass
-
-
-def _run_argv(target, source, env, command_var: str) -> int:
-    argv = _argv(env, command_var, target, source)
-    proc = subprocess.run(argv, env=env["ENV"], **build_lock.inherited())
-    if proc.returncode != 0:
-        _remove(target)  # neither half of a pair may be taken as up to date later
-        return proc.returncode
-    missing = [str(t) for t in target if not os.path.exists(str(t))]
-    if missing:  # a driver that honours no fat contract: keep (and cache) no half pair
-        _remove(target)
-        raise SCons.Errors.BuildError(node=target[0], errstr=missing_output_message(
-            env["FAT_TOOLCHAIN"], str(source[0]), missing[0]))
-    return 0
-
-
-def _fat_compile_c(target, source, env):
-    return _run_argv(target, source, env, "FATCCCOM")
-
-
-def _fat_compile_cxx(target, source, env):
-    return _run_argv(target, source, env, "FATCXXCOM")
-
-
-def _fat_compile_str(target, source, env):
-    """``$FATCCCOMSTR``; with VERBOSE, the driver's line and the two compiler commands it runs."""
-    if not env.get("VERBOSE"):
-        return env.subst("$FATCCCOMSTR", target=target, source=source)
-    cxx = _is_cxx(source[0])
-    argv = _argv(env, "FATCXXCOM" if cxx else "FATCCCOM", target, source)
-    driver = "cosmoc++" if cxx else "cosmocc"
-    toolchain = env["FAT_TOOLCHAIN"]
-    try:
-        if toolchain.kind == "stand-in":
-            launcher = env["ENV"].get(FAT_LAUNCHER_ENV)  # CCWRAPPER: the driver runs each half behind it
-            halves = {arch: ([launcher] if launcher else []) + half
-                      for arch, half in fatcc.compile_commands(driver, argv[1:]).items()}
-        else:  # cosmocc's own driver: its two compilers, as it calls them
-            halves = {arch: fatcc.half_compile_command(driver, argv[1:], arch, toolchain.compiler(arch, cxx))
-                      for arch in fatcc.ARCHES}
-    except fatcc.FatError:
-        halves = {}  # the driver will refuse it and say why
-    return "\n".join([" ".join(argv)] + [f"  [{arch}] " + " ".join(half) for arch, half in halves.items()])
-
-
-def _fat_archive_argvs(target, source, env, staged: dict | None = None) -> list[list[str]]:
-    """The two ``ar`` commands of a fat archive (x86-64 members, then their .aarch64 twins)."""
-    members = _x86_inputs(source)
-    return [[env.subst("$FATAR"), *_argv(env, "FATARFLAGS", target, source), (staged or {}).get(str(out), str(out)), *inputs]
-            for out, inputs in ((target[0], members), (target[1], [fatcc.twin(m) for m in members]))]
-
-
-def _fat_archive_str(target, source, env):
-    if not env.get("VERBOSE"):
-        return env.subst("$FATARCOMSTR", target=target, source=source)
-    return "\n".join(" ".join(argv) for argv in _fat_archive_argvs(target, source, env))
-
-
-def _fat_link_argv(target, source, env) -> list[str]:
-    # Archives are searched once, in order: a group lets their cross references resolve.
-    return [env.subst("$FATLINK"), *_argv(env, "FATLINKFLAGS", target, source),
-            *_argv(env, "FATPREFIXMAPS", target, source), "-o", str(target[0]),
-            "-Wl,--start-group", *_x86_inputs(source), "-Wl,--end-group", *_argv(env, "FATLIBS", target, source)]
-
-
-def _fat_link_str(target, source, env):
-    if not env.get("VERBOSE"):
-        return env.subst("$FATLINKCOMSTR", target=target, source=source)
-    return " ".join(_fat_link_argv(target, source, env))
-
-
-def _freeze_include_flags(env) -> None:
-    """Expand the -iquote/-I/-isystem flags once for this env instead of once per object signature."""
-    env["_FATINCFLAGS"] = (_dir_flags("-iquote", env["IQUOTEPATH"]) + _dir_flags("-I", env["CPPPATH"])
-                           + _dir_flags("-isystem", env["ISYSTEMPATH"]))
-
-
-def _fat_object_emitter(target, source, env):
-    x86 = target[0]
-    cxx = _is_cxx(source[0])
-    driver = "cosmoc++" if cxx else "cosmocc"
-    arch = env.get("COMPILEDB_ARCH") or "x86_64"  # the half clangd is shown (aarch64 for ARM code)
-    compiler = env["FAT_TOOLCHAIN"].compiler(arch, cxx)
-    env.CompileDbEntry(x86, source[0], "FATCXXCOM" if cxx else "FATCCCOM",
-                       lambda argv: fatcc.half_compile_command(driver, argv[1:], arch, compiler))
-    return [x86, x86.dir.Dir(".aarch64").File(x86.name)], source
-
-
-def _twin_sources_emitter(target, source, env):
-    """Links and archives read both halves: depend on every twin so a missing one is rebuilt."""
-    twins = []
-    for node in source:
-        path = str(node)
-        if path.endswith((".o", ".a")) and "/.aarch64/" not in path:
-            twins.append(node.dir.Dir(".aarch64").File(node.name))
-    return target, list(source) + twins
-
-
-def _x86_inputs(source) -> list[str]:
-    return [str(s) for s in source if "/.aarch64/" not in str(s)]
-
-
-def _fat_archive(target, source, env):
-    # ar r updates in place and leaves its temporary beside the archive when killed: each half is
-    # written from empty in the build's scratch dir (BUILD_DIR/tmp, swept by every run) and renamed.
-    scratch = tempfile.mkdtemp(dir=env["ENV"]["TMPDIR"])
-    try:
-        staged = {str(out): os.path.join(scratch, f"{i}-{out.name}") for i, out in enumerate(target[:2])}
-        for out, argv in zip(target[:2], _fat_archive_argvs(target, source, env, staged)):
-            if subprocess.run(argv, env=env["ENV"], **build_lock.inherited()).returncode != 0:
-                _remove(target)
-                return 1
-            os.makedirs(os.path.dirname(str(out)), exist_ok=True)
-            os.replace(staged[str(out)], str(out))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return 0
-
-
-def _fat_archive_emitter(target, source, env):
-    target, source = _twin_sources_emitter(target, source, env)
-    return [target[0], target[0].dir.Dir(".aarch64").File(target[0].name)], source
-
-
-def _fat_link_emitter(target, source, env):
-    target, source = _twin_sources_emitter(target, source, env)
-    out = target[0]
-    return [out, out.dir.File(out.name + ".com.dbg"), out.dir.File(out.name + ".aarch64.elf")], source
-
-
-def _fat_link(target, source, env):
-    argv = _fat_link_argv(target, source, env)
-    proc = subprocess.run(argv, env=env["ENV"], **build_lock.inherited())
-    if proc.returncode != 0:
-        _remove(target)
-    return proc.returncode
-
-
-def _gperf(target, source, env):
-    # gperf's output names its command line and, in #line, its input: reading the table from stdout
-    # keeps the output path (BUILD_DIR) out, and the input is renamed as the prefix maps name it
-    # (src/...), so the generated C is the same wherever the checkout and SRC live.
-    given = str(source[0])
-    proc = subprocess.run(["gperf", given], env=env["ENV"], capture_output=True, **build_lock.inherited())
-    if proc.returncode != 0:
-        print(proc.stderr.decode(errors="replace"), end="")
-        return proc.returncode
-    maps = path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))
-    text = proc.stdout.replace(given.encode(), remap(given, maps).encode())
-    with open(str(target[0]), "wb") as fh:  # a killed write leaves a file its record does not describe
-        fh.write(text)
-    return 0
-
-
-def _zip_store_emitter(target, source, env):
-    """Targets: the binary and the linker's companions; sources: the linked three, then the tree files."""
-    out, linked = target[0], source[0]
-    companions = [out.dir.File(out.name + s) for s in zip_sources.COMPANIONS]
-    return [out, *companions], [linked, *(linked.dir.File(linked.name + s) for s in zip_sources.COMPANIONS), *source[1:]]
-
-
-def _zip_store(target, source, env):
-    try:
-        zip_sources.write_store(str(source[0]), env["ZIPSTORE_TREE"], list(env["ZIPSTORE_PATHS"]), str(target[0]),
-                                epoch=int(env["SOURCE_DATE_EPOCH"]))
-    except (UserError, OSError) as exc:
-        _remove(target)
-        raise SCons.Errors.BuildError(errstr=str(exc)) from exc
-    return 0
+from opencoti_scons.compile_maps import compile_maps
+from opencoti_scons.fat_builders import (
+    dir_flags,
+    fat_archive,
+    fat_archive_emitter,
+    fat_archive_str,
+    fat_compile_c,
+    fat_compile_cxx,
+    fat_compile_str,
+    fat_link,
+    fat_link_emitter,
+    fat_link_str,
+    fat_object_emitter,
+    freeze_include_flags,
+    gperf,
+    zip_store,
+    zip_store_emitter,
+)
+from opencoti_scons.include_scanner import include_scanner
 
 
 def _print_toolchain_once(env) -> None:
@@ -258,7 +79,7 @@ def generate(env) -> None:
         IQUOTEPATH=[], CPPPATH=[], ISYSTEMPATH=[], CPPDEFINES=[], FATLINKFLAGS=[], FATLIBS=[],
         CPPDEFPREFIX="-D", CPPDEFSUFFIX="",
     )
-    env["_fat_dir_flags"] = _dir_flags
+    env["_fat_dir_flags"] = dir_flags
     env["_FATINCFLAGS"] = ("${_fat_dir_flags('-iquote', IQUOTEPATH)} ${_fat_dir_flags('-I', CPPPATH)} "
                            "${_fat_dir_flags('-isystem', ISYSTEMPATH)}")
     # -ffile-prefix-map for the checkout, SRC and BUILD_DIR (opencoti_build.prefix_maps): both halves of
@@ -275,29 +96,29 @@ def generate(env) -> None:
     env["FATCXXCOM"] = f"$FATCXX {common} $FATCXXFLAGS $FATEXTRAFLAGS $FAT_TARGET_ARCH -c -o ${{TARGETS[0]}} $SOURCE"
 
     # One action per language, each signed by its own command only (half the substitution per object).
-    c_action = SCons.Action.Action(_fat_compile_c, _fat_compile_str, varlist=["FATCCCOM"])
-    cxx_action = SCons.Action.Action(_fat_compile_cxx, _fat_compile_str, varlist=["FATCXXCOM"])
+    c_action = SCons.Action.Action(fat_compile_c, fat_compile_str, varlist=["FATCCCOM"])
+    cxx_action = SCons.Action.Action(fat_compile_cxx, fat_compile_str, varlist=["FATCXXCOM"])
     env["BUILDERS"]["FatObject"] = SCons.Builder.Builder(
-        action={".c": c_action, **{suffix: cxx_action for suffix in CXX_SUFFIXES}}, emitter=_fat_object_emitter,
+        action={".c": c_action, **{suffix: cxx_action for suffix in CXX_SUFFIXES}}, emitter=fat_object_emitter,
         source_scanner=include_scanner("FatIncludeScanner"),
         suffix=".o", single_source=True)
     env["BUILDERS"]["FatLibrary"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_fat_archive, _fat_archive_str, varlist=["FATAR", "FATARFLAGS"]),
-        emitter=_fat_archive_emitter)
+        action=SCons.Action.Action(fat_archive, fat_archive_str, varlist=["FATAR", "FATARFLAGS"]),
+        emitter=fat_archive_emitter)
     env["BUILDERS"]["FatProgram"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_fat_link, _fat_link_str,
+        action=SCons.Action.Action(fat_link, fat_link_str,
                                    varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS", "FATPREFIXMAPS"]),
-        emitter=_fat_link_emitter)
+        emitter=fat_link_emitter)
     # The thin binary's own zip store (opencoti_build.zip_sources): ZipStore(out, [linked, *tree files]).
     env["BUILDERS"]["ZipStore"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_zip_store, "ZIPSTORE ${TARGETS[0]} (${len(ZIPSTORE_PATHS)} /zip/ sources)",
+        action=SCons.Action.Action(zip_store, "ZIPSTORE ${TARGETS[0]} (${len(ZIPSTORE_PATHS)} /zip/ sources)",
                                    varlist=["ZIPSTORE_PATHS", "SOURCE_DATE_EPOCH"]),
-        emitter=_zip_store_emitter)
+        emitter=zip_store_emitter)
     env["BUILDERS"]["Gperf"] = SCons.Builder.Builder(
-        action=SCons.Action.Action(_gperf, "GPERF $TARGET"),
+        action=SCons.Action.Action(gperf, "GPERF $TARGET"),
         suffix=".c", src_suffix=".gperf", single_source=True)
     env.AddMethod(_print_toolchain_once, "SayToolchain")
-    env.AddMethod(_freeze_include_flags, "FreezeIncludeFlags")
+    env.AddMethod(freeze_include_flags, "FreezeIncludeFlags")
 
 
 def exists(env) -> bool:

@@ -21,9 +21,13 @@ A file whose SHA-256 the build already knows (opencoti_build.file_digests: the p
 as written) is signed with that digest instead of being read again; a target recorded with such a
 ``sha256:`` signature is checked against one after a touch.
 
-Construction variables: none read or set. Installing the tool patches ``SCons.Node.FS`` once.
+Construction variables: none read or set. Installing the tool replaces SCons's file stamp, up-to-date check and
+content signature (through opencoti_scons.engine, once per process).
 """
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import SCons.Node
 import SCons.Node.FS
@@ -31,9 +35,7 @@ import SCons.Script
 import SCons.Util
 
 from opencoti_build import file_digests
-
-_inputs_current = SCons.Node.FS.File.is_up_to_date
-_scons_csig = SCons.Node.FS.File.get_csig
+from opencoti_scons import engine
 
 
 def stamp(node: SCons.Node.FS.Base) -> float | None:
@@ -61,35 +63,37 @@ def matches_record(node: SCons.Node.FS.File) -> bool:
     return csig == recorded_csig
 
 
-def _csig(self: SCons.Node.FS.File) -> str:
-    """The digest the build already has of this very file (see file_digests), else SCons' own signature."""
-    ninfo = self.get_ninfo()
-    if not hasattr(ninfo, "csig"):
-        known = file_digests.known(self.get_abspath())
-        if known is not None:
-            ninfo.csig = known
-    return _scons_csig(self)  # the signature just set, if any
+def _signature(scons_csig: Callable[[SCons.Node.FS.File], str]) -> Callable[[SCons.Node.FS.File], str]:
+    def get_csig(self: SCons.Node.FS.File) -> str:
+        """The digest the build already has of this very file (see file_digests), else SCons' own signature."""
+        ninfo = self.get_ninfo()
+        if not hasattr(ninfo, "csig"):
+            known = file_digests.known(self.get_abspath())
+            if known is not None:
+                ninfo.csig = known
+        return scons_csig(self)  # the signature just set, if any
+    return get_csig
 
 
-def _is_up_to_date(self: SCons.Node.FS.File) -> bool:
-    if not _inputs_current(self):
-        return False
-    if self.get_state() in (SCons.Node.up_to_date, SCons.Node.executed):
-        return True  # decided earlier in this run (the C scanner asks again of a generated source)
-    if self.has_builder() and not matches_record(self):
-        if "explain" in (SCons.Script.GetOption("debug") or ()):
-            print(f"scons: rebuilding `{self}' because it is not the file the last build recorded")
-        return False
-    return True
+def _current(inputs_current: Callable[[SCons.Node.FS.File], bool]) -> Callable[[SCons.Node.FS.File], bool]:
+    def is_up_to_date(self: SCons.Node.FS.File) -> bool:
+        if not inputs_current(self):
+            return False
+        if self.get_state() in (SCons.Node.up_to_date, SCons.Node.executed):
+            return True  # decided earlier in this run (the C scanner asks again of a generated source)
+        if self.has_builder() and not matches_record(self):
+            if "explain" in (SCons.Script.GetOption("debug") or ()):
+                print(f"scons: rebuilding `{self}' because it is not the file the last build recorded")
+            return False
+        return True
+    return is_up_to_date
 
 
-def generate(env) -> None:
-    SCons.Node.FS.Base.getmtime = stamp
-    SCons.Node.FS.File.is_up_to_date = _is_up_to_date
-    SCons.Node.FS.File.get_csig = _csig
+def generate(env: Any) -> None:
+    engine.install("file stamp", lambda scons_stamp: stamp)
+    engine.install("file current", _current)
+    engine.install("file signature", _signature)
 
 
-def exists(env) -> bool:
-    # What generate replaces: SCons' file stamp, up-to-date check and content signature.
-    return all(callable(getattr(cls, name, None)) for cls, name in (
-        (SCons.Node.FS.Base, "getmtime"), (SCons.Node.FS.File, "is_up_to_date"), (SCons.Node.FS.File, "get_csig")))
+def exists(env: Any) -> bool:
+    return engine.supported()

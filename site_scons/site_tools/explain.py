@@ -7,24 +7,27 @@ what the decision compares, each input's content signature against the one the l
 so an edited source reads "because the source changed" and an archive or link lists only the objects
 that changed. Everything else (a new or removed dependency, a changed command) reads as SCons says it.
 
-Construction variables read: none; set: none. Installing the tool replaces ``SCons.Node.Node.explain`` once.
+Construction variables read: none; set: none. Installing the tool replaces SCons's explain (through
+opencoti_scons.engine, once per process).
 """
 from __future__ import annotations
 
-import SCons.Node
+from collections.abc import Callable
+from typing import Any
+
 import SCons.Node.FS
 
-_scons_explain = SCons.Node.Node.explain
+from opencoti_scons import engine
 
 
-def _changed(node, recorded) -> bool:
+def _changed(node: Any, recorded: Any) -> bool:
     old = getattr(recorded, "csig", None)
     if isinstance(node, SCons.Node.FS.File) and old is not None:
         return node.get_csig() != old
-    return SCons.Node._decider_map[node.changed_since_last_build](node, None, recorded)
+    return engine.decider(node)(node, None, recorded)
 
 
-def explain(self) -> str | None:
+def _explain(self: Any, _scons_explain: Callable[[Any], str | None]) -> str | None:
     if not self.exists() or self.always_build:
         return _scons_explain(self)
     stored = self.get_stored_info()
@@ -58,10 +61,9 @@ def explain(self) -> str | None:
         f"           `{name(k)}'\n" for k in changed)
 
 
-def generate(env) -> None:
-    SCons.Node.Node.explain = explain
+def generate(env: Any) -> None:
+    engine.install("explain", lambda scons_explain: lambda node: _explain(node, scons_explain))
 
 
-def exists(env) -> bool:
-    # What generate replaces and what _changed asks: SCons' explain and its deciders.
-    return callable(getattr(SCons.Node.Node, "explain", None)) and hasattr(SCons.Node, "_decider_map")
+def exists(env: Any) -> bool:
+    return engine.supported()

@@ -32,7 +32,7 @@ from SCons.Environment import Base as Environment
 from opencoti_build import toolchains
 from opencoti_build.formats import spirv
 from opencoti_build.toolchains import vulkan
-from site_tools.include_scanner import include_scanner
+from opencoti_scons.include_scanner import include_scanner
 
 BASE_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.2", "-O")
 

@@ -6,7 +6,7 @@ Nothing runs when the tool is loaded: hipcc is found and interrogated by
 
 ``env.HipObject(target, source)`` compiles one ``.cu`` with ``$HIPCC -x hip`` for every target in
 ``$HIP_OFFLOAD_ARCHS`` (the caller fills it from ``opencoti_build.rocm_archs.select_archs``), with
-``#include`` dependencies of ``.cu``/``.cuh`` tracked through ``CPPPATH`` (the shared site_tools/include_scanner.py);
+``#include`` dependencies of ``.cu``/``.cuh`` tracked through ``CPPPATH`` (the shared opencoti_scons/include_scanner.py);
 the builder's emitter registers each object in the compile database when the compiledb tool is loaded.
 
 Construction variables read: ``HIPCCFLAGS``, ``HIP_OFFLOAD_ARCHS``, ``CPPDEFINES``, ``CPPPATH``, ``SRC`` and
@@ -27,7 +27,7 @@ from SCons.Environment import Base as Environment
 from opencoti_build import compdb, launchers, toolchains
 from opencoti_build.prefix_maps import prefix_maps
 from opencoti_build.toolchains import rocm
-from site_tools.include_scanner import include_scanner
+from opencoti_scons.include_scanner import include_scanner
 
 BASE_FLAGS = ("-O2", "-fPIC", "-std=c++17")
 BASE_DEFINES = ("GGML_USE_HIP=1", "GGML_HIP_NO_VMM=1", "GGML_USE_TINYBLAS=1")

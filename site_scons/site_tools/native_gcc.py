@@ -6,8 +6,8 @@ are opencoti_build.native_lane's, the per-package flags opencoti_build.package_f
 lane writes nothing (``scons -n`` included): the checkout is read where it is.
 
 Builders: ``NativeObject`` (``.o``) and ``NativeSharedObject`` (``.os``), one C or C++ compile each,
-sources scanned by the shared include scanner (site_tools/include_scanner.py: -iquote, -I, -isystem as
-gcc searches them), each registered in the compile database (site_tools/compiledb.py); ``NativeArchive``,
+sources scanned by the shared include scanner (opencoti_scons/include_scanner.py: -iquote, -I, -isystem as
+gcc searches them), each registered in the compile database (opencoti_scons/compiledb.py); ``NativeArchive``,
 a thin archive of objects (whatever links it must also depend on the objects).
 
 Methods:
@@ -32,158 +32,31 @@ CCWRAPPER_MAPS_VIA_PREPROCESSOR. Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS,
 CPPPATH, IQUOTEPATH, ISYSTEMPATH, _IQUOTEFLAGS, _ISYSTEMFLAGS, LINKFLAGS, SHLINKFLAGS, ARFLAGS,
 CCCOM, CXXCOM, SHCCCOM and SHCXXCOM behind the launcher,
 the ``*COMSTR`` lines of steplines.NATIVE, NATIVE_MACHINE, NATIVE_PATH_MAPS, _NATIVECOMPILEMAPS (the compiles'
-prefix maps, site_tools/compile_maps.py), NATIVE_DEFAULTS (the lane's
+prefix maps, opencoti_scons/compile_maps.py), NATIVE_DEFAULTS (the lane's
 package_flags.LaneDefaults), NATIVE_STAMPS (the version stamps), NATIVE_WEBUI (the UI compiled in).
 """
 from __future__ import annotations
 
-import os
 import platform
-import subprocess
-import sys
 from typing import Any
 
 import SCons.Builder
 from SCons.Defaults import SharedObjectEmitter, StaticObjectEmitter
 from SCons.Script import Action
 
-from opencoti_build import (
-    build_lock,
-    cuda_sources,
-    errors,
-    launchers,
-    native_lane,
-    package_flags,
-    prefix_maps,
-    sources,
-    steplines,
-    templates,
-    webui,
+from opencoti_build import launchers, native_lane, prefix_maps, sources, steplines, webui
+from opencoti_scons.compile_maps import compile_maps
+from opencoti_scons.native_builders import (
+    native_cuda_library,
+    native_generated,
+    native_objects,
+    object_builder,
+    out_dir,
+    thin_archive,
 )
-from opencoti_build.toolchains import cuda as cuda_toolchain
-from site_tools.compile_maps import compile_maps
-from site_tools.compiledb import object_emitter
-from site_tools.include_scanner import include_scanner
 
 TOOLS = ("gcc", "g++", "ar")
 COMPILE_COMMANDS = ("CCCOM", "CXXCOM", "SHCCCOM", "SHCXXCOM")  # what the lane runs (nvcc only for the CUDA half, probed then)
-
-
-def _tree_path(env: Any, rel: str) -> str:
-    return native_lane.tree_path(rel, env["NATIVE_LLAMACPP"])
-
-
-def _dir(env: Any, name: str) -> str:
-    return os.path.join(env["NATIVE_OUT"], name)
-
-
-def _webui_header(target: list[Any], source: list[Any], env: Any) -> None:
-    webui.write_header(str(source[0]), str(target[0]))
-
-
-def native_generated(env: Any) -> dict[str, list[Any]]:
-    gendir = _dir(env, "gen")
-    compiler = "gcc " + subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True,
-                                       env=env["ENV"]).stdout.strip()
-    values = templates.template_values(env["NATIVE_STAMPS"], compiler, f"{env['NATIVE_MACHINE']}-linux-gnu")
-    generated = env.ConfigureTemplates(gendir, lambda rel: _tree_path(env, rel), values)
-    # The server's web UI as in the fat lane (opencoti_build.webui): headers into gendir (on -I).
-    if env["NATIVE_WEBUI"]:
-        for asset in webui.ASSETS:
-            env.Command(os.path.join(gendir, asset + ".hpp"), _tree_path(env, os.path.join(webui.PUBLIC, asset)),
-                        Action(_webui_header, "WEBUI $TARGET"))
-    elif note := webui.off_note(_tree_path(env, webui.PUBLIC)):
-        print(note)
-    return generated
-
-
-def native_objects(env: Any, package: sources.Package, rels: list[str], generated: list[Any],
-                   shared: bool = False, cuda_reg: bool = False) -> list[Any]:
-    flags = package_flags.package_flags(package, env["NATIVE_DEFAULTS"])
-    penv = env.Clone(
-        CCFLAGS=list(flags.ccflags), CPPFLAGS=list(flags.cppflags) + ["$_IQUOTEFLAGS", "$_ISYSTEMFLAGS"],
-        IQUOTEPATH=[_tree_path(env, d) for d in flags.iquote], ISYSTEMPATH=[_tree_path(env, d) for d in flags.isystem],
-        CPPDEFINES=list(native_lane.NATIVE_DEFINES) + list(flags.defines),
-    )
-    build = penv.NativeSharedObject if shared else penv.NativeObject
-    suffix = ".os" if shared else ".o"
-    objdir = _dir(env, "obj")
-    objects = []
-    for rel in rels:
-        file = package_flags.file_compile(package, rel, env["NATIVE_STAMPS"], env["NATIVE_WEBUI"])
-        defines = list(penv["CPPDEFINES"]) + list(file.defines)
-        if cuda_reg and rel == native_lane.BACKEND_REG_SOURCE:
-            defines.append("GGML_USE_CUDA")
-        objects += build(os.path.join(objdir, rel + suffix), _tree_path(env, rel),
-                         CCFLAGS=list(penv["CCFLAGS"]) + list(file.flags), CPPDEFINES=defines)
-    for node in generated:
-        objects += build(os.path.join(objdir, "gen", node.name + suffix), node)
-    return objects
-
-
-def native_cuda_library(env: Any, base_lib: list[Any]) -> list[Any] | None:
-    if env["CPU_ONLY"]:
-        return None
-    llamacpp = env["NATIVE_LLAMACPP"]
-    cenv = env.Clone(NVCC_PATH_MAPS=env["NATIVE_PATH_MAPS"])
-    cenv.Tool("nvcc")
-    try:
-        toolkit = cuda_toolchain.probe(cenv)  # ToolchainBroken: a bad CUDA_PATH/CUDA_ARCHS, a broken nvcc
-    except errors.Absent as exc:
-        print(f"WARN: native: CUDA half skipped: {exc}", file=sys.stderr)
-        return None
-    cenv.UseToolchain(toolkit)
-    major = toolkit.version[0]
-    linked = cuda_toolchain.link_libraries(toolkit, cublas=True)  # the driver stub and cuBLAS, as backends/cuda
-    cublas = linked.cublas
-    if cublas is None:
-        print(f"WARN: native: CUDA half skipped: no cuBLAS {major}.x in {toolkit.root} or the nvidia-cublas wheel; "
-              f"`pip install 'nvidia-cublas=={major}.{toolkit.version[1]}.*'`", file=sys.stderr)
-        return None
-    units = cuda_sources.cuda_sources(llamacpp, env["FA_ALL_QUANTS"], llama=llamacpp)
-    defines = ["NDEBUG", "GGML_BUILD", "GGML_SHARED", "GGML_USE_CUBLAS", "GGML_SCHED_MAX_COPIES=4"]
-    defines += cuda_sources.cuda_defines(llamacpp, env["FA_ALL_QUANTS"], llama=llamacpp)
-    if not linked.stub_dirs:  # no driver library to link: ggml-cuda's pool without the driver's VMM API
-        print(f"WARN: native: {toolkit.root} has no lib64/stubs/libcuda.so; libggml-cuda.so built with GGML_CUDA_NO_VMM",
-              file=sys.stderr)
-    defines += linked.defines
-    cenv.Replace(
-        STATIC_AND_SHARED_OBJECTS_ARE_THE_SAME=True,  # nvcc -fPIC objects, not marked shared by SCons
-        NVCCFLAGS=["-O2", "-std=c++17", "--use_fast_math", "--extended-lambda", "-Xcompiler=-fPIC"],
-        CPPDEFINES=defines,
-        CPPPATH=[os.path.join(llamacpp, d) for d in ("ggml/include", "ggml/src", "ggml/src/ggml-cuda")]
-        + [cublas.include_dir],
-    )
-    objdir, libdir = _dir(env, "obj"), _dir(env, "lib")
-    objects = [cenv.CudaObject(os.path.join(objdir, rel + ".o"), _tree_path(env, rel))[0] for rel in units]
-    lib_dirs = [libdir, cublas.lib_dir, *toolkit.lib_dirs, *linked.stub_dirs]
-    rpath = ["$$$$ORIGIN", cublas.lib_dir, *toolkit.lib_dirs]
-    libs = ["ggml-base", f":{cublas.library}", "cudart"] + (["cuda"] if linked.stub_dirs else [])
-    # --no-as-needed: cuBLAS is a declared dependency even when only some kernels are built
-    lib = cenv.SharedLibrary(os.path.join(libdir, "libggml-cuda.so"), objects, LIBPATH=lib_dirs, LIBS=libs, RPATH=rpath,
-                             SHLINKFLAGS=list(env["SHLINKFLAGS"]) + ["-Wl,--no-as-needed"])
-    cenv.Depends(lib, base_lib)
-    print(f"native: libggml-cuda.so for {', '.join(cenv['CUDA_ARCH_LIST'])} ({len(units)} .cu, cuBLAS {cublas.lib_dir})")
-    return lib
-
-
-def _thin_archive(target: list[Any], source: list[Any], env: Any) -> int:
-    """``ar $ARFLAGS`` run in the archive's directory, the members named from there: a thin archive (an index
-    and the members' paths, not copies of them) that names no checkout. An edit then does not rewrite 300 MB
-    of -g objects into libllama.a before the link; whoever links one depends on its members too, since a
-    member's new bytes can leave the thin archive's bytes as they were."""
-    directory = target[0].dir.abspath
-    argv = [env.subst("$AR"), *env.subst("$ARFLAGS").split(), target[0].name]
-    argv += [os.path.relpath(member.abspath, directory) for member in source]
-    return subprocess.run(argv, cwd=directory, env=env["ENV"], **build_lock.inherited()).returncode
-
-
-def _object_builder(c_com: str, cxx_com: str, suffix: str, emitter: Any) -> SCons.Builder.Builder:
-    actions = {".c": Action(f"${c_com}", f"${c_com}STR")}
-    actions.update((s, Action(f"${cxx_com}", f"${cxx_com}STR")) for s in sources.CXX_SUFFIXES)
-    register = object_emitter({".c": c_com, **{s: cxx_com for s in sources.CXX_SUFFIXES}})
-    return SCons.Builder.Builder(action=actions, emitter=SCons.Builder.ListEmitter([emitter, register]), suffix=suffix,
-                                 source_scanner=include_scanner("NativeIncludeScanner"), single_source=True)
 
 
 def generate(env: Any) -> None:
@@ -203,7 +76,7 @@ def generate(env: Any) -> None:
         NATIVE_WEBUI=webui.enabled(llamacpp, llama=llamacpp),
         CCFLAGS=list(defaults.ccflags), CXXFLAGS=native_lane.native_flags(sources.DEFAULT_CXXFLAGS),
         CPPFLAGS=list(defaults.cppflags) + ["$_IQUOTEFLAGS", "$_ISYSTEMFLAGS"],
-        CPPDEFINES=list(native_lane.NATIVE_DEFINES), CPPPATH=[_dir(env, "gen")], IQUOTEPATH=[], ISYSTEMPATH=[],
+        CPPDEFINES=list(native_lane.NATIVE_DEFINES), CPPPATH=[out_dir(env, "gen")], IQUOTEPATH=[], ISYSTEMPATH=[],
         _IQUOTEFLAGS="${_concat('-iquote ', IQUOTEPATH, '', __env__)}",
         _ISYSTEMFLAGS="${_concat('-isystem ', ISYSTEMPATH, '', __env__)}",
         LINKFLAGS=["-fopenmp"] + linker + map_flags, SHLINKFLAGS=["-shared", "-Wl,-soname,${TARGET.file}"] + linker + map_flags,
@@ -213,10 +86,10 @@ def generate(env: Any) -> None:
     env.SetDefault(**launchers.construction_vars("", []))
     for com in COMPILE_COMMANDS:  # CCWRAPPER before gcc/g++, outside the signature (opencoti_build.launchers)
         env[com] = launchers.prefixed(env[com])
-    env["BUILDERS"]["NativeObject"] = _object_builder("CCCOM", "CXXCOM", ".o", StaticObjectEmitter)
-    env["BUILDERS"]["NativeSharedObject"] = _object_builder("SHCCCOM", "SHCXXCOM", ".os", SharedObjectEmitter)
+    env["BUILDERS"]["NativeObject"] = object_builder("CCCOM", "CXXCOM", ".o", StaticObjectEmitter)
+    env["BUILDERS"]["NativeSharedObject"] = object_builder("SHCCCOM", "SHCXXCOM", ".os", SharedObjectEmitter)
     env["BUILDERS"]["NativeArchive"] = SCons.Builder.Builder(
-        action=Action(_thin_archive, "$ARCOMSTR", varlist=["AR", "ARFLAGS"]), suffix=".a")
+        action=Action(thin_archive, "$ARCOMSTR", varlist=["AR", "ARFLAGS"]), suffix=".a")
     env.AddMethod(native_generated, "NativeGenerated")
     env.AddMethod(native_objects, "NativeObjects")
     env.AddMethod(native_cuda_library, "NativeCudaLibrary")

@@ -4,74 +4,59 @@ Notes, for the recorder SConstruct started, the top-level targets in the order a
 to date" of them, refuses a graph with a step that always runs (it would run on a null build too), and
 writes the record at exit when the build phase ended (SCons wrote its sconsign) without a failure.
 
-Construction variables: none read or set. Load it once, with ``recorder=`` (a ``null_build.Recorder``);
-it patches ``SCons.Script.Main.BuildTask.prepare``, ``SCons.Taskmaster.Taskmaster.__init__`` and
-``SCons.SConsign.write``.
+Construction variables: none read or set. Load it once, with ``recorder=`` (a ``null_build.Recorder``) and
+``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose step count goes into the record); it wraps SCons's
+task preparation, its Taskmaster's constructor and its sconsign write (through opencoti_scons.engine).
 """
 from __future__ import annotations
 
 import atexit
-import sys
 from typing import Any
 
-import SCons.SConsign
 import SCons.Script
-import SCons.Script.Main
-import SCons.Taskmaster
 
 from opencoti_build.null_build import Recorder
+from opencoti_scons import engine
+from opencoti_scons.progress import BuildRun
 
 
-def _watch(recorder: Recorder) -> None:
-    prepare = SCons.Script.Main.BuildTask.prepare
-
+def _prepare(recorder: Recorder, prepare: Any) -> Any:
     def prepare_noting(task: Any) -> Any:
         if any(t.always_build for t in task.targets):
             recorder.ok = False
         return prepare(task)
+    return prepare_noting
 
-    taskmaster_init = SCons.Taskmaster.Taskmaster.__init__
 
+def _taskmaster(recorder: Recorder, taskmaster_init: Any) -> Any:
     def taskmaster_noting(self: Any, targets: Any = (), *args: Any, **kwargs: Any) -> None:
         # in this order a null build says "is up to date" of each top-level target that has a builder
         recorder.top_targets[:] = [str(t) for t in targets if t.has_builder()]
         taskmaster_init(self, targets, *args, **kwargs)
+    return taskmaster_noting
 
-    write = SCons.SConsign.write
 
+def _sconsign_write(recorder: Recorder, write: Any) -> Any:
     def write_noting() -> None:
         write()
         recorder.build_ended = True
-
-    SCons.Script.Main.BuildTask.prepare = prepare_noting
-    SCons.Taskmaster.Taskmaster.__init__ = taskmaster_noting
-    SCons.SConsign.write = write_noting
+    return write_noting
 
 
-def _steps() -> int:
-    counts = getattr(sys.modules.get("build_summary"), "COUNTS", None)  # SCons loads a site tool by its name
-    return counts.compiled + counts.cached + counts.current if counts else 0
-
-
-def _finish(recorder: Recorder) -> None:
-    failed = bool(SCons.Script.GetBuildFailures()) or bool(getattr(SCons.Script.Main, "exit_status", 0))
+def _finish(recorder: Recorder, run: BuildRun) -> None:
+    failed = bool(SCons.Script.GetBuildFailures()) or bool(engine.exit_status())
     try:
-        recorder.finish(failed, _steps())
+        recorder.finish(failed, run.steps())
     except OSError:
         pass  # no record is always safe: the next run takes the full path
 
 
-_watched: list[Recorder] = []  # SCons hooks are process-wide: installed once
-
-
-def generate(env: Any, recorder: Recorder | None = None) -> None:
-    if recorder is not None and not _watched:
-        _watched.append(recorder)
-        _watch(recorder)
-        atexit.register(_finish, recorder)
+def generate(env: Any, recorder: Recorder, run: BuildRun) -> None:
+    if engine.install("task prepare", lambda original: _prepare(recorder, original)):
+        engine.install("taskmaster targets", lambda original: _taskmaster(recorder, original))
+        engine.install("sconsign write", lambda original: _sconsign_write(recorder, original))
+        atexit.register(_finish, recorder, run)
 
 
 def exists(env: Any) -> bool:
-    return all(hasattr(owner, name) for owner, name in (
-        (SCons.Script.Main.BuildTask, "prepare"), (SCons.Taskmaster.Taskmaster, "__init__"),
-        (SCons.SConsign, "write"), (SCons.Script, "GetBuildFailures")))
+    return engine.supported()

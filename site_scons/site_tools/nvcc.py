@@ -5,7 +5,7 @@ called only by a lane that builds CUDA code (backends/SConscript for ``cuda``, t
 null host build never runs nvcc; ``env.UseToolchain(toolkit)`` then points the environment at it.
 
 ``env.CudaObject(target, source)`` compiles one ``.cu``. ``#include`` dependencies of ``.cu``/``.cuh``
-are found by the shared include scanner (site_tools/include_scanner.py) through CPPPATH; the builder's
+are found by the shared include scanner (opencoti_scons/include_scanner.py) through CPPPATH; the builder's
 emitter registers each object with ``env.CompileDbEntry`` when the compiledb tool is loaded.
 
 Construction variables read: ``NVCCFLAGS``, ``CPPDEFINES``, ``CPPPATH`` (and their ``_CPPDEFFLAGS``/
@@ -14,7 +14,7 @@ Construction variables read: ``NVCCFLAGS``, ``CPPDEFINES``, ``CPPPATH`` (and the
 Set by ``UseToolchain``: ``NVCC``, ``CUDA_ARCH_LIST`` (names like ``sm_120f``), ``CUDA_GENCODE``,
 ``NVCC_REPRODUCIBLE``, ``BACKEND_TOOLCHAIN`` (the toolkit, for the manifest). Set by the tool:
 ``NVCCCOM``, ``NVCCPREFIXMAPS`` (nvcc's -ffile-prefix-map words, for the DSO link), ``_NVCCCOMPILEMAPS``
-(the compile's, site_tools/compile_maps.py), defaults for the
+(the compile's, opencoti_scons/compile_maps.py), defaults for the
 rest and for ``INCPREFIX``/``CPPDEFPREFIX``.
 """
 from __future__ import annotations
@@ -28,8 +28,8 @@ from SCons.Script import Action
 
 from opencoti_build import compdb, launchers, prefix_maps, toolchains
 from opencoti_build.toolchains import cuda
-from site_tools.compile_maps import compile_maps
-from site_tools.include_scanner import include_scanner
+from opencoti_scons.compile_maps import compile_maps
+from opencoti_scons.include_scanner import include_scanner
 
 CUDA_SUFFIXES = (".cu", ".cuh")
 

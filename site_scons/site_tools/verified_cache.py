@@ -1,279 +1,32 @@
 """SCons tool: the object cache (CacheDir) with verified entries and keys that do not depend on paths.
 
-``env.VerifiedCacheDir(path)`` turns it on. Over SCons' CacheDir it changes four things:
+``env.VerifiedCacheDir(path)`` turns it on; ``env.VerifiedCacheDir(path, url)`` puts a Redis tier behind it.
+What the cache checks, how keys are made and what each tier does: opencoti_scons/cachedir.py. Each tier's
+hits, misses, corrupt entries and pushes go into one line printed before the build's summary.
 
-- every entry carries its SHA-256 (opencoti_build.cache_entry); a retrieved entry is checked before
-  it is used, and a corrupt or truncated one is a miss: one WARN naming it, the entry removed, the
-  target rebuilt and pushed again;
-- a multi-target step (a fat object and its ``.aarch64`` twin) is retrieved only when every target
-  has an entry, so a pair comes out whole or not at all (SCons pushes each half; a run killed
-  between the two pushes leaves a half that is never used);
-- keys hash the children's contents and the step's command with the checkout root, SRC, LLAMACPP
-  and BUILD_DIR replaced by placeholders, so checkouts at different paths share entries;
-- a cache directory the user cannot write is read and never written (one NOTE); one that cannot be
-  created is a one-line error. No lock files: the config is written once, by rename.
-
-``env.VerifiedCacheDir(path, url)`` puts a Redis tier behind it (RemoteVerifiedCacheDir, over
-opencoti_build.remote_cache): same keys, same checks, a step's targets fetched together; a remote
-that fails is turned off for the run with one WARN. Each tier's hits, misses, corrupt entries and
-pushes go into one line printed before build_summary's.
-
-Construction variables read: BUILD_DIR, SRC, LLAMACPP (the roots neutralised in keys). Sets (through
-``env.CacheDir``) CACHEDIR_CLASS. Method: VerifiedCacheDir.
+Load it with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``). Construction variables read: BUILD_DIR,
+SRC, LLAMACPP (the roots neutralised in keys). Sets (through ``env.CacheDir``) CACHEDIR_CLASS. Method:
+VerifiedCacheDir.
 """
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
-import threading
+from typing import Any
 
-import build_summary
-import SCons.Action
-import SCons.CacheDir
-import SCons.Util
-
-from opencoti_build import cache_entry, errors, remote_cache, tempfiles
-
-PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# Per run, not per CacheDir object: SCons may make one per construction environment.
-LOCAL = remote_cache.TierCounts()
-REMOTE = remote_cache.TierCounts()
+from opencoti_build import remote_cache
+from opencoti_scons import cachedir, engine
+from opencoti_scons.progress import BuildRun
 
 
-def _say(line: str) -> None:
-    """One write per line: retrieves and pushes run in SCons' worker threads, and print() writes the
-    newline apart, so under -j two messages could share a line."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+def generate(env: Any, run: BuildRun) -> None:
+    def verified_cache_dir(env: Any, path: str, url: str = "") -> None:
+        """Use ``path`` (and the Redis at ``url``, when given) as the object cache of every environment cloned
+        from ``env`` from now on."""
+        tiers = cachedir.Tiers(run, remote_cache.Remote(url, run.say) if url else None)
+        env.CacheDir(path, cachedir.cache_class(tiers))
+        run.reports.append(tiers.report)
+
+    env.AddMethod(verified_cache_dir, "VerifiedCacheDir")
 
 
-class VerifiedCacheDir(SCons.CacheDir.CacheDir):
-    readonly_said = False
-
-    def _readconfig(self, path: str) -> None:
-        config = os.path.join(path, "config")
-        try:
-            if not os.path.isfile(config):
-                os.makedirs(path, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=path, prefix=".config.")
-                with os.fdopen(fd, "w") as fh:
-                    json.dump({"prefix_len": SCons.CacheDir.CACHE_PREFIX_LEN}, fh)
-                os.replace(tmp, config)  # first writer wins; later ones write the same bytes
-            with open(config, encoding="utf-8") as fh:
-                self.config = json.load(fh)
-        except OSError as exc:
-            raise errors.UserError(errors.os_error_line(exc, f"CACHE_DIR={path}") +
-                                   " (or pass CACHE_DIR= to build without a cache)") from None
-        except ValueError:
-            raise errors.UserError(f"CACHE_DIR={path}: its config file is not JSON; remove {config}") from None
-        self.writable = os.access(path, os.W_OK | os.X_OK)
-        if not self.writable and not VerifiedCacheDir.readonly_said:
-            VerifiedCacheDir.readonly_said = True
-            print(f"NOTE: cache {path} is read-only for this user: entries are read, none are written")
-
-    def is_readonly(self) -> bool:
-        return super().is_readonly() or not self.writable
-
-    def cachepath(self, node) -> tuple:
-        if not self.is_enabled():
-            return None, None
-        try:
-            sig = node.cachesig  # SCons' own slot for the key; cleared with the node's other signatures
-        except AttributeError:
-            sig = node.cachesig = _portable_signature(node)
-        cachedir = os.path.join(self.path, sig[: self.config["prefix_len"]].upper())
-        return cachedir, os.path.join(cachedir, sig)
-
-    def get_cachedir_csig(self, node) -> str | None:
-        _, cachefile = self.cachepath(node)
-        try:
-            return cache_entry.content_signature(cachefile, SCons.Util.get_current_hash_algorithm_used())
-        except (OSError, cache_entry.CorruptEntry):
-            return None
-
-    def retrieve(self, node) -> bool:
-        if not self.is_enabled():
-            return False
-        self.requests += 1
-        if not self._fetch(node):
-            return False
-        self.hits += 1
-        if SCons.Action.print_actions:
-            # one write: print()'s two interleave under -j; [n/N] as every step line has (build_summary)
-            sys.stdout.write(f"{build_summary.step_prefix(node)}Retrieved `{node}' from cache\n")
-        if SCons.CacheDir.cache_show:
-            node.build(presub=0, execute=0)
-        return True
-
-    def _fetch(self, node) -> bool:
-        """Bring ``node`` from the cache, verified; False: a miss (the step is built)."""
-        peers = node.get_executor().get_all_targets()
-        entries = [self.cachepath(t)[1] for t in peers]
-        if not all(os.path.isfile(e) for e in entries):
-            return self._miss(node, peers)  # a pair comes out whole or not at all
-        _, cachefile = self.cachepath(node)
-        if SCons.Action.execute_actions:
-            try:
-                cache_entry.read_entry(cachefile, node.get_abspath())
-            except cache_entry.CorruptEntry as exc:
-                self._drop(cachefile, f"{exc}; rebuilding {node}")
-                return False
-            except OSError as exc:
-                _say(f"WARN: cache: cannot read {cachefile} for {node}: {exc.strerror}; rebuilding it")
-                return False
-            try:
-                os.utime(cachefile)  # recently used, for whoever prunes the cache by age
-            except OSError:
-                pass
-        LOCAL.add("hits")
-        return True
-
-    def _miss(self, node, peers: list) -> bool:
-        """What a step some of whose entries this tier lacks gets: nothing (a remote tier overrides it)."""
-        LOCAL.add("misses", len(peers))
-        return False
-
-    def _drop(self, cachefile: str, why: str) -> None:
-        LOCAL.add("corrupt")
-        _say(f"WARN: cache: corrupt entry {why}")
-        try:
-            os.unlink(cachefile)
-        except OSError:
-            pass
-
-    def push(self, node):
-        if self.is_readonly() or not self.is_enabled() or node.nocache or not SCons.Action.execute_actions:
-            return None
-        cachedir, cachefile = self.cachepath(node)
-        if os.path.isfile(cachefile):
-            return None  # another build pushed the same step first
-        try:
-            os.makedirs(cachedir, exist_ok=True)
-            tempfiles.remove_stale(cachedir)  # what a push killed here earlier left
-            cache_entry.write_entry(node.get_abspath(), cachefile)
-            LOCAL.add("pushed")
-        except OSError as exc:
-            _say(f"WARN: cache: {errors.os_error_line(exc, f'cannot push {node} to {cachefile}')}; the build goes on")
-        return None
-
-
-def _roots(node) -> list[tuple[bytes, bytes]]:
-    env = node.get_build_env()
-    named = [(name, env.get(name) or None) for name in ("BUILD_DIR", "SRC", "LLAMACPP")]
-    named = [(name, path if path is None or os.path.isabs(path) else None) for name, path in named]
-    return cache_entry.path_roots(named + [("ROOT", PROJECT)], PROJECT)
-
-
-def _portable_signature(node) -> str:
-    """SCons' cachedir build signature with the checkout's paths neutralised (see the module docstring)."""
-    roots = _roots(node)
-    sigs = [child.get_cachedir_csig() for child in node.children()]
-    # SCons releases a built target's executor; its key was computed before that (it was pushed), and
-    # get_cachedir_csig only asks again for a file that exists, whose key is then unused.
-    executor = node.get_executor()
-    contents = executor.get_contents() if executor is not None else b""
-    sigs.append(SCons.Util.hash_signature(cache_entry.neutral(contents, roots)))
-    sigs.append(cache_entry.neutral(node.get_abspath().encode(), roots).decode())
-    return SCons.Util.hash_collect(sigs)
-
-
-class RemoteVerifiedCacheDir(VerifiedCacheDir):
-    """The local tier with a Redis tier behind it (opencoti_build.remote_cache): looked up after a local
-    miss, a hit filling the local tier; every built target pushed to both. ``remote`` is set by
-    VerifiedCache before SCons makes an instance (it passes only the path)."""
-
-    remote: remote_cache.Remote | None = None
-    _pending: dict[str, tuple[bytes, int]] = {}  # a step's other targets, verified with the first one
-    _pending_lock = threading.Lock()
-
-    def _fetch(self, node) -> bool:
-        _, cachefile = self.cachepath(node)
-        with self._pending_lock:
-            pending = self._pending.pop(cachefile, None)
-        if pending is None:
-            return super()._fetch(node)
-        data, mode = pending
-        try:
-            cache_entry.restore_bytes(data, node.get_abspath(), mode)
-        except OSError as exc:
-            _say(f"WARN: cache: cannot write {node}: {exc.strerror}; rebuilding it")
-            return False
-        REMOTE.add("hits")
-        return True
-
-    def _miss(self, node, peers: list) -> bool:
-        super()._miss(node, peers)
-        remote = self.remote
-        if remote is None or not SCons.Action.execute_actions:
-            return False
-        entries = [self.cachepath(t)[1] for t in peers]
-        keys = [os.path.basename(e) for e in entries]
-        values = remote.pull(keys)  # every target of the step in one round trip: a pair is one unit
-        if values is None:
-            return False
-        if not all(values):
-            REMOTE.add("misses", len(peers))
-            return False
-        found = []
-        for key, value in zip(keys, values):
-            try:
-                found.append(remote_cache.unpack(value, key))
-            except cache_entry.CorruptEntry as exc:
-                REMOTE.add("corrupt")
-                _say(f"WARN: cache: corrupt entry {exc} in {remote.url}; removed there, rebuilding {node}")
-                remote.drop(key, value)
-                return False
-        for entry, (blob, _, mode) in zip(entries, found):
-            if not self.is_readonly() and not os.path.isfile(entry):
-                try:
-                    cache_entry.store_sealed(blob, entry, mode)
-                except OSError:
-                    pass  # the local tier is a copy here; the remote hit stands without it
-        with self._pending_lock:
-            self._pending.update((e, (data, mode)) for e, (_, data, mode) in zip(entries, found))
-        return self._fetch(node)
-
-    def push(self, node):
-        super().push(node)
-        remote = self.remote
-        if (remote is None or SCons.CacheDir.CacheDir.is_readonly(self) or not self.is_enabled() or node.nocache
-                or not SCons.Action.execute_actions):
-            return None
-        if remote.push_file(os.path.basename(self.cachepath(node)[1]), node.get_abspath()):
-            REMOTE.add("pushed")
-        return None
-
-
-def _report() -> list[str]:
-    """The lines build_summary prints before its own: the remote's skipped entries, then every tier's counts."""
-    remote = RemoteVerifiedCacheDir.remote
-    tiers = [("local", LOCAL)] + ([(remote.url, REMOTE)] if remote is not None else [])
-    if not any(counts.any() for _, counts in tiers):
-        return []
-    note = remote.skipped_note() if remote is not None else None
-    return ([note] if note else []) + [remote_cache.tiers_line(tiers)]
-
-
-def VerifiedCache(env, path: str, url: str = "") -> None:
-    """Use ``path`` (and the Redis at ``url``, when given) as the object cache of every environment cloned
-    from ``env`` from now on."""
-    if url:
-        RemoteVerifiedCacheDir.remote = remote_cache.Remote(url, _say)
-        env.CacheDir(path, RemoteVerifiedCacheDir)
-    else:
-        env.CacheDir(path, VerifiedCacheDir)
-    if _report not in build_summary.REPORTS:
-        build_summary.REPORTS.append(_report)
-
-
-def generate(env) -> None:
-    env.AddMethod(VerifiedCache, "VerifiedCacheDir")
-
-
-def exists(env) -> bool:
-    # What VerifiedCacheDir overrides of SCons' CacheDir, and the setting it keeps to.
-    return (all(callable(getattr(SCons.CacheDir.CacheDir, m, None))
-                for m in ("_readconfig", "cachepath", "get_cachedir_csig", "retrieve", "push", "is_readonly"))
-            and hasattr(SCons.CacheDir, "CACHE_PREFIX_LEN"))
+def exists(env: Any) -> bool:
+    return engine.supported()

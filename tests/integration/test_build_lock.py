@@ -62,7 +62,7 @@ def test_a_child_given_the_lock_keeps_it_after_its_parent_dies(tmp_path: Path) -
         # the child's output away from the pipe run() reads: else run() returns only at its exit, racing
         # the lock's release
         child = subprocess.Popen(["sleep", "1.5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 **build_lock.inherited())
+                                 pass_fds=build_lock.held_fds())
         print(child.pid, flush=True)
     """)
     started = time.monotonic()

@@ -1,4 +1,4 @@
-"""The include scanner every compiling tool shares (site_tools/include_scanner.py), against ``gcc -M``.
+"""The include scanner every compiling tool shares (opencoti_scons/include_scanner.py), against ``gcc -M``.
 
 The scanner runs inside a real SCons (a tiny SConstruct reading this project's site_scons); gcc -M with
 the same -iquote/-I/-isystem dirs says which headers the compile really reads.
@@ -17,7 +17,7 @@ from scons_runs import MINI_TREE, PROJECT
 SCONSTRUCT = """
 import json
 from SCons.Script import Environment
-from site_tools.include_scanner import include_scanner
+from opencoti_scons.include_scanner import include_scanner
 
 scanner = include_scanner()
 result = {}

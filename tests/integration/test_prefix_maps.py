@@ -40,7 +40,7 @@ def test_the_same_bytes_from_two_checkouts_with_real_gcc(tmp_path: Path) -> None
 @pytest.mark.parametrize("compiler, suffix", [
     ("gcc", ".c"), ("g++", ".cpp"), ("aarch64-linux-gnu-gcc", ".c"), ("/usr/local/cuda-13.0/bin/nvcc", ".cu")])
 def test_the_preprocessor_spelling_gives_the_same_object_bytes(tmp_path: Path, compiler: str, suffix: str) -> None:
-    """What CCWRAPPER=sccache runs (site_tools/compile_maps.py) against what SCons signs: the same object."""
+    """What CCWRAPPER=sccache runs (opencoti_scons/compile_maps.py) against what SCons signs: the same object."""
     if shutil.which(compiler) is None:
         pytest.skip(f"{compiler} not installed")
     checkout = tmp_path / "checkout"
@@ -64,7 +64,7 @@ COMPILE_MAPS_SCONSTRUCT = """
 import json
 import SCons.Subst
 from SCons.Script import Environment
-from site_tools.compile_maps import compile_maps
+from opencoti_scons.compile_maps import compile_maps
 
 result = {}
 for via in (False, True):
@@ -79,7 +79,7 @@ json.dump(result, open("words.json", "w"))
 
 
 def test_compile_maps_are_signed_plain_and_run_as_the_launcher_wants(tmp_path: Path) -> None:
-    """site_tools/compile_maps.py: SCons signs ``-ffile-prefix-map=…``; the command run behind sccache carries the
+    """opencoti_scons/compile_maps.py: SCons signs ``-ffile-prefix-map=…``; the command run behind sccache carries the
     same maps behind -Xpreprocessor, so switching CCWRAPPER changes no signature."""
     (tmp_path / "SConstruct").write_text(COMPILE_MAPS_SCONSTRUCT)
     subprocess.run([sys.executable, "-m", "SCons", "-C", str(tmp_path), "-Q", f"--site-dir={PROJECT / 'site_scons'}",

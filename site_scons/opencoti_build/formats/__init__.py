@@ -4,6 +4,7 @@
 - ``gguf_model``: the GGUF header and tensor table of a model, checked whole before it is packaged.
 - ``hipbundle``: the offload bundles of ``.hip_fatbin`` (plain and compressed CCOB) and their gfx targets.
 - ``host_strings``: printable strings a host binary holds (what an embedded ``.args`` may name).
+- ``lief_names``: the names lief reads from an ELF file, as ``str`` (lief gives invalid UTF-8 as ``bytes``).
 - ``nvfatbin``: the ``.nv_fatbin`` container and the CUDA architectures in it.
 - ``spirv``: SPIR-V module headers and the modules embedded in a DSO.
 - ``zipappend``: appending stored entries to an APE's zip store, aligned, atomically.

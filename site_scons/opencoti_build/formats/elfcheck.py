@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from opencoti_build.formats.lief_names import lief_str
+
 if TYPE_CHECKING:
     import lief
 
@@ -49,7 +51,7 @@ def _parse(path: str) -> lief.ELF.Binary:
 
 def needed_libraries(path: str) -> list[str]:
     """DT_NEEDED entries of ``path``, in order."""
-    return list(_parse(path).libraries)
+    return [lief_str(name) for name in _parse(path).libraries]
 
 
 def _ld_so_conf_dirs(conf: str = "/etc/ld.so.conf", _seen: frozenset[str] = frozenset()) -> list[str]:
@@ -80,11 +82,12 @@ def _own_search_dirs(binary: lief.ELF.Binary, path: str) -> list[str]:
     import lief
 
     origin = os.path.dirname(os.path.abspath(path))
-    runpath = [e for e in binary.dynamic_entries if e.tag == lief.ELF.DynamicEntry.TAG.RUNPATH]
+    # lief makes each DT_RUNPATH and DT_RPATH entry an instance of the class that holds its path
+    runpath = [e for e in binary.dynamic_entries if isinstance(e, lief.ELF.DynamicEntryRunPath)]
     if runpath:
-        return [d for e in runpath for d in _origin_expand(e.runpath, origin)]
-    rpath = [e for e in binary.dynamic_entries if e.tag == lief.ELF.DynamicEntry.TAG.RPATH]
-    return [d for e in rpath for d in _origin_expand(e.rpath, origin)]
+        return [d for e in runpath for d in _origin_expand(lief_str(e.runpath), origin)]
+    rpath = [e for e in binary.dynamic_entries if isinstance(e, lief.ELF.DynamicEntryRpath)]
+    return [d for e in rpath for d in _origin_expand(lief_str(e.rpath), origin)]
 
 
 def find_library(name: str, dirs: Sequence[str], stub_dirs: Sequence[str] = ()) -> str | None:
@@ -108,8 +111,8 @@ def find_library(name: str, dirs: Sequence[str], stub_dirs: Sequence[str] = ()) 
 def _exports(path: str) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
     """(defined dynamic symbol names, DT_NEEDED, own search dirs) of one library, parsed once."""
     binary = _parse(path)
-    defined = frozenset(s.name for s in binary.dynamic_symbols if s.name and s.shndx != 0)
-    return defined, tuple(binary.libraries), tuple(_own_search_dirs(binary, path))
+    defined = frozenset(lief_str(s.name) for s in binary.dynamic_symbols if s.name and s.shndx != 0)
+    return defined, tuple(lief_str(name) for name in binary.libraries), tuple(_own_search_dirs(binary, path))
 
 
 def undefined_imports(binary: lief.ELF.Binary) -> set[str]:
@@ -117,7 +120,7 @@ def undefined_imports(binary: lief.ELF.Binary) -> set[str]:
     import lief
 
     return {
-        s.name for s in binary.dynamic_symbols
+        lief_str(s.name) for s in binary.dynamic_symbols
         if s.name and s.shndx == 0 and s.binding != lief.ELF.Symbol.BINDING.WEAK
         and s.binding != lief.ELF.Symbol.BINDING.LOCAL
     }
@@ -133,7 +136,7 @@ def link_report(path: str, extra_dirs: Iterable[str] = (), stub_dirs: Iterable[s
     provided: set[str] = set()
     missing: list[str] = []
     seen: set[str] = set()
-    queue: list[tuple[str, list[str]]] = [(name, own_dirs) for name in binary.libraries]
+    queue: list[tuple[str, list[str]]] = [(lief_str(name), own_dirs) for name in binary.libraries]
     while queue:  # breadth-first, like the loader's symbol search order
         name, requester_dirs = queue.pop(0)
         if name in seen:
@@ -147,7 +150,7 @@ def link_report(path: str, extra_dirs: Iterable[str] = (), stub_dirs: Iterable[s
         provided |= defined
         queue.extend((n, list(dirs)) for n in needed)
     return LinkReport(
-        needed=tuple(binary.libraries),
+        needed=tuple(lief_str(name) for name in binary.libraries),
         unresolved=tuple(sorted(wanted - provided)),
         missing_libraries=tuple(missing),
     )

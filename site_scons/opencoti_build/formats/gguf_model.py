@@ -175,7 +175,7 @@ def check_gguf(path: Path | str) -> GgufInfo:
     except OSError as exc:
         raise ModelError(f"MODEL={path}: cannot read: {exc.strerror}") from exc
     try:
-        if len(header) < 8 or header[:4] != GGUF_MAGIC:
+        if mapped is None or header[:4] != GGUF_MAGIC:  # mapped only once all 8 header bytes were read
             raise ModelError(f"MODEL={path} is not a GGUF file (no 'GGUF' magic); "
                              "convert it with llama.cpp's convert_hf_to_gguf.py")
         (version,) = struct.unpack("<I", header[4:])

@@ -99,9 +99,9 @@ def _parse_plain(data: bytes, offset: int) -> tuple[tuple[BundleEntry, ...], int
 def _decompress(method: str, payload: bytes) -> tuple[bytes, int]:
     """(decompressed bytes, compressed bytes consumed) of one zlib stream or zstd frame."""
     if method == "zlib":
-        decoder = zlib.decompressobj()
-        out = decoder.decompress(payload)
-        return out, len(payload) - len(decoder.unused_data)
+        inflater = zlib.decompressobj()
+        out = inflater.decompress(payload)
+        return out, len(payload) - len(inflater.unused_data)
     decoder = zstandard.ZstdDecompressor().decompressobj()
     out = decoder.decompress(payload)
     return out, len(payload) - len(decoder.unused_data)

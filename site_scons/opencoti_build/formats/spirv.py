@@ -116,10 +116,12 @@ def embedded_shaders(path: str) -> list[str]:
     writes them) whose bytes are one well-formed SPIR-V module of exactly ``N_len`` bytes."""
     import lief  # only needed on a linked DSO
 
+    from opencoti_build.formats.lief_names import lief_str
+
     binary = lief.ELF.parse(path)
     if binary is None:
         raise ValueError(f"{path}: not an ELF file")
-    symbols = {s.name: s for s in binary.symbols if s.name and s.value}
+    symbols = {lief_str(s.name): s for s in binary.symbols if s.name and s.value}
     names = []
     for name, data_symbol in symbols.items():
         if not name.endswith("_data") or f"{name[:-5]}_len" not in symbols:

@@ -42,18 +42,23 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from io import FileIO
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
 
 from opencoti_build import tempfiles
 from opencoti_build.errors import UserError
 from opencoti_build.formats.zipstore import (
     CENTRAL,
+    CENTRAL_SIGNATURE,
     EOCD,
     EOCD64,
+    EOCD64_SIGNATURE,
+    EOCD_SIGNATURE,
     FLAG_UTF8,
     LOCAL_HEADER,
+    LOCAL_HEADER_SIGNATURE,
     LOCATOR,
+    LOCATOR_SIGNATURE,
     U16_MAX,
     U32_MAX,
     ZIP64_EXTRA_ID,
@@ -262,7 +267,7 @@ class _Workers:
                 os.close(fd)
 
 
-def _copy(path: Path, f: BinaryIO, size: int, sink: _Sink, workers: _Workers,
+def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers,
           update: Callable[[bytes | memoryview], object]) -> None:
     """Write ``f``'s first ``size`` bytes to ``sink``; ``update`` sees them all, in order, on the digest thread."""
     busy: list[Future | None] = [None for _ in workers.buffers]
@@ -275,8 +280,9 @@ def _copy(path: Path, f: BinaryIO, size: int, sink: _Sink, workers: _Workers,
         f.seek(offset)
         while length:
             view = workers.buffers[turn]
-            if busy[turn] is not None:
-                busy[turn].result()  # this buffer's last chunk is hashed: it may be filled again
+            last = busy[turn]
+            if last is not None:
+                last.result()  # this buffer's last chunk is hashed: it may be filled again
             got = f.readinto(view[:min(length, _CHUNK)])
             if not got:
                 raise ZipAppendError(f"{path} shrank while being packaged; package again")
@@ -371,7 +377,7 @@ def _local_header(p: _Pending, date: int, dtime: int) -> bytes:
     extra = struct.pack("<HHQQ", ZIP64_EXTRA_ID, 16, p.size, p.size) if wide else b""
     size32 = U32_MAX if wide else p.size
     return LOCAL_HEADER.pack(
-        zipfile.stringFileHeader, _VERSION_ZIP64 if wide else _VERSION, 0, _flags(p.entry.name),
+        LOCAL_HEADER_SIGNATURE, _VERSION_ZIP64 if wide else _VERSION, 0, _flags(p.entry.name),
         zipfile.ZIP_STORED, dtime, date, p.crc32, size32, size32, len(name), len(extra),
     ) + name + extra
 
@@ -383,7 +389,7 @@ def _central_record(p: _Pending, offset: int, date: int, dtime: int) -> bytes:
     version = _VERSION_ZIP64 if wide else _VERSION
     size32 = min(p.size, U32_MAX)
     return CENTRAL.pack(
-        zipfile.stringCentralDir, version, _UNIX, version, 0, _flags(p.entry.name), zipfile.ZIP_STORED,
+        CENTRAL_SIGNATURE, version, _UNIX, version, 0, _flags(p.entry.name), zipfile.ZIP_STORED,
         dtime, date, p.crc32, size32, size32, len(name), len(extra), 0, 0, 0,
         (stat.S_IFREG | (p.entry.mode & 0o7777)) << 16, min(offset, U32_MAX),
     ) + name + extra
@@ -394,12 +400,12 @@ def _end_records(count: int, cd_offset: int, cd_size: int) -> bytes:
     if count >= U16_MAX or cd_offset >= U32_MAX or cd_size >= U32_MAX:
         eocd64_offset = cd_offset + cd_size
         out += EOCD64.pack(
-            zipfile.stringEndArchive64, EOCD64.size - 12, _UNIX << 8 | _VERSION_ZIP64, _VERSION_ZIP64,
+            EOCD64_SIGNATURE, EOCD64.size - 12, _UNIX << 8 | _VERSION_ZIP64, _VERSION_ZIP64,
             0, 0, count, count, cd_size, cd_offset,
         )
-        out += LOCATOR.pack(zipfile.stringEndArchive64Locator, 0, eocd64_offset, 1)
+        out += LOCATOR.pack(LOCATOR_SIGNATURE, 0, eocd64_offset, 1)
     return out + EOCD.pack(
-        zipfile.stringEndArchive, 0, 0, min(count, U16_MAX), min(count, U16_MAX),
+        EOCD_SIGNATURE, 0, 0, min(count, U16_MAX), min(count, U16_MAX),
         min(cd_size, U32_MAX), min(cd_offset, U32_MAX), 0,
     )
 
@@ -588,6 +594,7 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
         sink.write(entry.data)
         written = _WrittenEntry(entry, start, size, crc32, hashlib.sha256(entry.data).hexdigest())
     else:
+        assert entry.path is not None  # as above: an entry without data is a file's
         crc = _Crc()
         read = _read_whole(entry.path, -1, sink, workers, crc.update)
         if read.st_size != size:

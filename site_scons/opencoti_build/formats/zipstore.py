@@ -19,12 +19,18 @@ U16_MAX = 0xFFFF
 U32_MAX = 0xFFFFFFFF
 ZIP64_EXTRA_ID = 0x0001
 FLAG_UTF8 = 0x800
-# The zip records, as zipfile lays them out (the writer, zipappend, packs the same ones)
-LOCAL_HEADER = struct.Struct(zipfile.structFileHeader)
-CENTRAL = struct.Struct(zipfile.structCentralDir)
-EOCD = struct.Struct(zipfile.structEndArchive)
-EOCD64 = struct.Struct(zipfile.structEndArchive64)
-LOCATOR = struct.Struct(zipfile.structEndArchive64Locator)
+# The zip records, as zipfile lays them out (the writer, zipappend, packs the same ones), and their signatures:
+# zipfile's undocumented module constants, which typeshed leaves out
+LOCAL_HEADER = struct.Struct(zipfile.structFileHeader)  # type: ignore[attr-defined]  # not in typeshed
+CENTRAL = struct.Struct(zipfile.structCentralDir)  # type: ignore[attr-defined]  # not in typeshed
+EOCD = struct.Struct(zipfile.structEndArchive)  # type: ignore[attr-defined]  # not in typeshed
+EOCD64 = struct.Struct(zipfile.structEndArchive64)  # type: ignore[attr-defined]  # not in typeshed
+LOCATOR = struct.Struct(zipfile.structEndArchive64Locator)  # type: ignore[attr-defined]  # not in typeshed
+LOCAL_HEADER_SIGNATURE: bytes = zipfile.stringFileHeader  # type: ignore[attr-defined]  # not in typeshed
+CENTRAL_SIGNATURE: bytes = zipfile.stringCentralDir  # type: ignore[attr-defined]  # not in typeshed
+EOCD_SIGNATURE: bytes = zipfile.stringEndArchive  # type: ignore[attr-defined]  # not in typeshed
+EOCD64_SIGNATURE: bytes = zipfile.stringEndArchive64  # type: ignore[attr-defined]  # not in typeshed
+LOCATOR_SIGNATURE: bytes = zipfile.stringEndArchive64Locator  # type: ignore[attr-defined]  # not in typeshed
 _MAX_COMMENT = 0xFFFF
 
 
@@ -81,14 +87,14 @@ def _find_eocd(f: BinaryIO, path: Path, size: int) -> tuple[int, tuple]:
     tail_len = min(size, EOCD.size + _MAX_COMMENT)
     f.seek(size - tail_len)
     tail = f.read(tail_len)
-    pos = tail.rfind(zipfile.stringEndArchive)
+    pos = tail.rfind(EOCD_SIGNATURE)
     while pos >= 0:
         if pos + EOCD.size <= len(tail):
             fields = EOCD.unpack_from(tail, pos)
             # a real EOCD's comment runs exactly to the end of the file
             if pos + EOCD.size + fields[7] == len(tail):
                 return size - tail_len + pos, fields
-        pos = tail.rfind(zipfile.stringEndArchive, 0, pos)
+        pos = tail.rfind(EOCD_SIGNATURE, 0, pos)
     raise ZipStoreError(f"{path}: no zip store (no end-of-central-directory record at the end of the file)")
 
 
@@ -111,11 +117,11 @@ def _read(f: BinaryIO, path: Path, size: int) -> ZipStore:
     if eocd_pos >= LOCATOR.size:
         f.seek(eocd_pos - LOCATOR.size)
         locator = LOCATOR.unpack(f.read(LOCATOR.size))
-        if locator[0] == zipfile.stringEndArchive64Locator:
+        if locator[0] == LOCATOR_SIGNATURE:
             eocd64_pos = locator[2]
             f.seek(eocd64_pos)
             raw64 = f.read(EOCD64.size)
-            if len(raw64) != EOCD64.size or raw64[:4] != zipfile.stringEndArchive64:
+            if len(raw64) != EOCD64.size or raw64[:4] != EOCD64_SIGNATURE:
                 raise ZipStoreError(f"{path}: corrupt zip store: zip64 locator points at no zip64 end record")
             _, _, _, _, _, _, _, count, cd_size, cd_offset = EOCD64.unpack(raw64)
             cd_end = eocd64_pos
@@ -133,7 +139,7 @@ def _read(f: BinaryIO, path: Path, size: int) -> ZipStore:
     records = []
     pos = 0
     for index in range(count):
-        if pos + CENTRAL.size > len(cd) or cd[pos:pos + 4] != zipfile.stringCentralDir:
+        if pos + CENTRAL.size > len(cd) or cd[pos:pos + 4] != CENTRAL_SIGNATURE:
             raise ZipStoreError(f"{path}: corrupt zip store: central directory record {index} of {count} is damaged")
         fields = CENTRAL.unpack_from(cd, pos)
         flags, method, crc = fields[5], fields[6], fields[9]
@@ -162,7 +168,7 @@ def data_offset(f: BinaryIO, path: Path, record: CentralRecord, limit: int) -> i
     """Where ``record``'s data starts: after its local header's name and extra field."""
     f.seek(record.header_offset)
     header = f.read(LOCAL_HEADER.size)
-    if len(header) != LOCAL_HEADER.size or header[:4] != zipfile.stringFileHeader:
+    if len(header) != LOCAL_HEADER.size or header[:4] != LOCAL_HEADER_SIGNATURE:
         raise ZipStoreError(f"{path}: corrupt zip store: entry {record.name!r} has no local header at {record.header_offset}")
     name_len, extra_len = LOCAL_HEADER.unpack(header)[10:12]
     start = record.header_offset + LOCAL_HEADER.size + name_len + extra_len

@@ -1,0 +1,144 @@
+"""The one module that touches SCons internals: every replacement of an SCons function or method, and every
+private SCons name the build reads, is here, gated on the SCons releases it was written against.
+
+SCons offers no public extension point for what these do (its Decider decides from inputs only, ``Progress``
+runs before a node is evaluated, not after it is built, and ``SConsign`` has no write hook); each entry of
+:data:`PATCHES` says why next to it. A tool asks for a patch by name through :func:`install` with a function
+that builds the replacement from the original; the patch is applied once per process (SCons's classes are
+process-wide), and only under a supported SCons. SConstruct calls :func:`require_supported` before anything
+else, so another SCons stops with one line instead of misbehaving.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import SCons
+import SCons.CacheDir
+import SCons.Node
+import SCons.Node.FS
+import SCons.SConsign
+import SCons.Script
+import SCons.Script.Main
+import SCons.Taskmaster
+
+from opencoti_build.errors import UserError, fail
+
+# Lowest supported release and first unsupported one: every patch below was read against SCons 4.11's sources.
+# pyproject.toml's requirement says the same (tests/unit/test_engine.py checks that they agree).
+SUPPORTED = ((4, 11), (4, 12))
+REQUIREMENT = f"scons>={SUPPORTED[0][0]}.{SUPPORTED[0][1]},<{SUPPORTED[1][0]}.{SUPPORTED[1][1]}"
+MARK = "opencoti_patch"  # the attribute a replacement carries: its PATCHES name
+
+
+@dataclass(frozen=True)
+class Patch:
+    owner: Any       # the SCons class or module whose attribute is replaced
+    attribute: str
+    why: str         # why no public extension point does the job
+
+
+PATCHES: dict[str, Patch] = {
+    "file stamp": Patch(SCons.Node.FS.Base, "getmtime",
+                        "content-timestamp's stamp is a whole-second mtime; the decider has no stamp hook"),
+    "file current": Patch(SCons.Node.FS.File, "is_up_to_date",
+                          "a Decider sees inputs only; a target changed by hand or by a killed run must rebuild"),
+    "file signature": Patch(SCons.Node.FS.File, "get_csig",
+                            "no hook lets a file whose SHA-256 the build already has skip SCons's own hashing"),
+    "explain": Patch(SCons.Node.Node, "explain",
+                     "--debug=explain re-asks the decider out of context; no hook replaces its text"),
+    "task prepare": Patch(SCons.Script.Main.BuildTask, "prepare",
+                          "Progress runs before evaluation and cannot see a step that always runs"),
+    "task executed": Patch(SCons.Script.Main.BuildTask, "executed",
+                           "no public hook runs after a step finished, with its state (built, cached, current)"),
+    "task failed": Patch(SCons.Script.Main.BuildTask, "failed", "no public hook runs when a step failed"),
+    "taskmaster targets": Patch(SCons.Taskmaster.Taskmaster, "__init__",
+                                "the top-level targets in the order SCons walks them are known only here"),
+    "sconsign write": Patch(SCons.SConsign, "write",
+                            "whether the build phase ended (SCons wrote its signatures) has no public hook"),
+}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``4.11.1`` -> (4, 11, 1); a suffix such as ``.dev0`` or ``a1`` ends the number it follows."""
+    return tuple(int(m.group()) for part in version.split(".")[:3] if (m := re.match(r"\d+", part)))
+
+
+def version_problem(version: str) -> str | None:
+    """None when SCons ``version`` is supported, else the one line that says which is and how to get it."""
+    if SUPPORTED[0] <= version_tuple(version)[:2] < SUPPORTED[1]:
+        return None
+    return (f"SCons {version} is not supported: this build was written against {REQUIREMENT.removeprefix('scons')}; "
+            f"install it with `python3 -m pip install '{REQUIREMENT}'`")
+
+
+def supported() -> bool:
+    """Whether the running SCons is one the patches were written against (a tool's ``exists``)."""
+    return version_problem(SCons.__version__) is None
+
+
+def require_supported(version: str = SCons.__version__) -> None:
+    """Stop with ``scons: error: <one line>`` (exit 2) under an unsupported SCons."""
+    problem = version_problem(version)
+    if problem:
+        fail(problem)
+
+
+def install(name: str, make: Callable[[Any], Any], version: str = SCons.__version__) -> bool:
+    """Replace the attribute PATCHES[name] names with ``make(original)``, once per process; False if done before."""
+    problem = version_problem(version)
+    if problem:
+        raise UserError(problem)
+    patch = PATCHES[name]
+    original = getattr(patch.owner, patch.attribute)
+    if getattr(original, MARK, None) == name:
+        return False
+    replacement = make(original)
+    setattr(replacement, MARK, name)
+    setattr(patch.owner, patch.attribute, replacement)
+    return True
+
+
+class ConfiguredCacheDir(SCons.CacheDir.CacheDir):
+    """SCons's CacheDir whose config is read by :meth:`read_config`: SCons calls its private ``_readconfig``
+    from the constructor, with no public hook, and its own creates the directory and config with no
+    atomic rename."""
+
+    def _readconfig(self, path: str) -> None:
+        self.read_config(path)
+
+    def read_config(self, path: str) -> None:
+        raise NotImplementedError
+
+
+# --- private SCons names, read here only ----------------------------------------------------------------
+
+def decider(node: Any) -> Callable[..., bool]:
+    """The decider function SCons uses for ``node`` (SCons keeps them in a private table)."""
+    return SCons.Node._decider_map[node.changed_since_last_build]
+
+
+def forget_scan(node: Any) -> None:
+    """Drop what scanning ``node`` found so far, so that SCons scans it again when next asked."""
+    node.implicit = None
+    node.implicit_set = set()
+    node._children_reset()
+
+
+def use_implicit_cache_now() -> None:
+    """``--implicit-cache`` from this point of the reading on: SCons applies the option only after the
+    SConscripts are read, and the summary's plan scans before that."""
+    SCons.Script.SetOption("implicit_cache", True)
+    SCons.Node.implicit_cache = 1
+
+
+def start_time() -> float | None:
+    """When SCons started (its own clock: reading the SConscripts counts), if it says."""
+    return getattr(SCons.Script, "start_time", None)
+
+
+def exit_status() -> int:
+    """The exit status SCons has decided on so far (non-zero after a failed build phase)."""
+    return int(getattr(SCons.Script.Main, "exit_status", 0) or 0)

@@ -1,0 +1,158 @@
+"""The artifacts' and manifests' steps and the packaging decider (the SCons side of site_tools/llamafile_package.py, over
+opencoti_build.packaging)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import SCons.Errors
+from SCons.Script import Action
+
+from opencoti_build import file_digests, import_closure, packaging, verify, versioning
+from opencoti_build import manifest as manifests
+from opencoti_build.versioning import Identity
+
+# the code that decides the artifact's bytes / the manifest's (this file writes the manifest): an edit repackages
+ARTIFACT_CODE = [str(p) for p in import_closure.source_files(packaging.__name__)]
+MANIFEST_CODE = [str(p) for p in import_closure.source_files(manifests.__name__, packaging.__name__)] + [__file__]
+_UNREAD = "unread: the packager signs it"  # a signature no file has; never left in a node past the decision
+
+
+def _spec_contents(spec: dict) -> packaging.Contents:
+    return packaging.Contents(
+        host=Path(spec["host"]),
+        dsos={b: Path(p) for b, p in spec["dsos"].items()},
+        model=Path(spec["model"]) if spec["model"] else None,
+        args_file=Path(spec["args"]) if spec["args"] else None,
+    )
+
+
+def _write_artifact(target, source, env):
+    spec = json.loads(source[-1].read())
+    contents = _spec_contents(spec)
+    manifest = Path(target[0].abspath + manifests.MANIFEST_SUFFIX)
+    try:  # the manifest step compares the tag with the old one, which goes away before the new artifact lands
+        previous = manifests.read(manifest) if manifest.is_file() else None
+    except manifests.ManifestError:
+        previous = None
+    try:
+        packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"],
+                                            manifest=manifest, on_digest=file_digests.remember)
+    except packaging.ERRORS as exc:
+        raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    for node in source:
+        if getattr(node.attributes, "read_by_packager", False):
+            csig = file_digests.known(node.abspath)  # None when it changed after the packager read it
+            if csig is not None:
+                node.get_ninfo().csig = csig
+    extra = {
+        "host": contents.host.name,
+        "dsos": {b: p.name for b, p in contents.dsos.items()},
+        "dsoPaths": {b: str(p) for b, p in contents.dsos.items()},
+        "model": None if contents.model is None else {"name": contents.model.name, "ggufVersion": packaged.gguf_version},
+        "args": packaged.args_text,
+        "previousManifest": previous,
+    }
+    Path(target[1].abspath).write_text(packaging.record_json(packaged.result, extra), encoding="utf-8")
+    return 0
+
+
+def decide(dependency, target, prev_ni, repo_node=None) -> bool:
+    """content-timestamp, except that an input the packager reads whole is not hashed to decide.
+
+    Its stamp unchanged, it is current (as under content-timestamp); its stamp changed, it counts
+    as changed, and the packager's one read signs it. A touched model is therefore repackaged
+    rather than hashed: one read either way.
+    """
+    if not getattr(dependency.attributes, "read_by_packager", False):
+        return dependency.changed_timestamp_then_content(target, prev_ni, repo_node)
+    ninfo = dependency.get_ninfo()
+    if not hasattr(ninfo, "csig"):
+        ninfo.csig = _UNREAD  # what SCons' content check compares instead of reading the file
+    changed = dependency.changed_timestamp_then_content(target, prev_ni, repo_node)
+    if getattr(ninfo, "csig", None) == _UNREAD:
+        del ninfo.csig  # not recorded: the packager's digest replaces it, or nothing does
+    return changed
+
+
+def _write_manifest(target, source, env):
+    result, record = packaging.load_record(Path(source[0].abspath).read_text(encoding="utf-8"))
+    meta = json.loads(source[-1].read())
+    identity = Identity(**meta["identity"])
+    model = record["model"]
+    data = manifests.build(
+        result, identity, host_name=record["host"], host_prebuilt=meta["hostPrebuilt"], dsos=record["dsos"],
+        dso_archs={b: manifests.dso_architectures(p) for b, p in record["dsoPaths"].items()},
+        model=None if model is None else (model["name"], model["ggufVersion"]), args_text=record["args"],
+        patches=meta["patches"], toolchains=meta["toolchains"], epoch=meta["epoch"],
+    )
+    out = Path(target[0].abspath)
+    conflicts = manifests.tag_conflicts(out.parent, data, previous={out.name: record.get("previousManifest")})
+    if conflicts:
+        bump = versioning.next_tag(identity.tag)
+        bar = "!" * 78
+        sys.stderr.write(
+            f"{bar}\nWARNING: {identity.version_string} already names other bytes in {out.parent}: {'; '.join(conflicts)}\n"
+            f"WARNING: two different cuts must not share a version: bump vendors/llamafile/OPENCOTI_TAG "
+            f"from {identity.tag} to {bump}\n{bar}\n"
+        )
+    try:
+        manifests.write(out, data)
+    except manifests.ManifestError as exc:
+        raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    return 0
+
+
+def _verify_manifests(manifest_paths: list[str]):
+    def verify_all(target, source, env):
+        failed = []
+        for path in manifest_paths:
+            artifact = Path(path[: -len(manifests.MANIFEST_SUFFIX)])
+            report = verify.verify(artifact, Path(env["BACKEND_DIST_DIR"]), Path(env["ENV"]["HOME"]))
+            if verify.print_report(artifact, report):
+                failed.append(artifact.name)
+        if failed:
+            raise SCons.Errors.BuildError(
+                errstr=f"verify: {', '.join(failed)} do(es) not match the manifest (FAIL lines above)")
+        return 0
+    return verify_all
+
+
+def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta: dict):
+    """Build ``artifact`` (+ ``record``) from the file nodes ``sources`` and ``spec``, then ``manifest`` from ``meta``.
+
+    ``spec``: host, dsos (backend -> path), model, args (paths or None), align, epoch.
+    ``meta``: identity (Identity fields), hostPrebuilt, patches, toolchains, epoch.
+    """
+    for node in sources:  # the model and a prebuilt host: sources the packager reads whole and signs
+        if not node.has_builder() and node.abspath in (spec["host"], spec["model"]):
+            node.attributes.read_by_packager = True
+    built = env.Command(
+        [artifact, record], list(sources) + [env.Value(json.dumps(spec, sort_keys=True))],
+        Action(_write_artifact, "PACKAGE $TARGET"),
+    )
+    env.Depends(built, ARTIFACT_CODE)
+    written = env.Command(
+        manifest, [built[1], env.Value(json.dumps(meta, sort_keys=True))],
+        Action(_write_manifest, "MANIFEST $TARGET"),
+    )
+    env.Depends(written, [built[0]] + MANIFEST_CODE)
+    # a failed or interrupted packaging must leave the previous artifact in place (SCons would
+    # otherwise delete targets before building them), and multi-GiB artifacts stay out of CacheDir
+    env.Precious(built + written)
+    env.NoCache(built + written)
+    return [built[0], written[0]]
+
+
+def LlamafileVerify(env, name, manifest_nodes, build_first: bool):
+    """Alias ``name``: check each manifest's artifact as it lies in the dist dir; always runs.
+
+    It reads and never writes: unless ``build_first`` (``package`` asked for on the same command
+    line), nothing is packaged first, so an artifact changed by hand is reported, not silently redone.
+    """
+    paths = [node.abspath for node in manifest_nodes]
+    alias = env.Alias(name, manifest_nodes if build_first else [],
+                      Action(_verify_manifests(paths), "VERIFY " + " ".join(paths)))
+    env.AlwaysBuild(alias)
+    return alias

@@ -1,0 +1,141 @@
+"""One build's progress: ``[n/N]`` before each step's line, the count of what each step did, and the lines printed
+when the build ends (opencoti_build.summary's line last). :class:`BuildRun` holds it all for one scons run;
+SConstruct makes it and hands it to the tools that report (build_summary, verified_cache, null_build_record).
+
+N is known before the first step starts, as Ninja knows it: once the SConscripts are read, :meth:`BuildRun.plan`
+walks the requested targets' graph bottom-up. A step whose input is rebuilt in this run is counted without asking
+more (Ninja's dirty propagation); any other is asked exactly what the build will ask (``is_up_to_date``: inputs,
+then exact_outputs' record). That question is only put to a node whose inputs are final for this run, so the
+signatures it memoises are the ones the build itself uses, and its answer is kept (SCons's own ``allowcache``)
+instead of being computed twice. A step whose inputs are only known once a generated source exists may still be
+found current at run time: then N is larger than the steps shown, never smaller.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import SCons.Node
+import SCons.Node.FS
+
+from opencoti_build import summary
+from opencoti_scons import engine
+
+Report = Callable[[], list[str]]
+
+
+def counted(node: Any) -> bool:
+    """Whether ``node`` is a step of the summary: a built file that is not bookkeeping (the compile database)."""
+    return (isinstance(node, SCons.Node.FS.File) and node.has_builder()
+            and not getattr(node.attributes, "not_a_step", False))
+
+
+class BuildRun:
+    """The state of one scons run that tools share: counts, step numbers, the plan's N, end-of-build reports."""
+
+    def __init__(self, started: float | None = None, out: Any = None) -> None:
+        self.counts = summary.Counts()
+        self.started = started or time.time()
+        self.planned = 0
+        self.reports: list[Report] = []  # lines printed just before the summary, which stays last
+        self._out = out or sys.stdout
+        self._steps: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
+        self._lock = threading.Lock()
+
+    # --- step lines --------------------------------------------------------------------------------------
+
+    def step_prefix(self, node: Any) -> str:
+        """``[n/N] `` for the step writing ``node`` (its first line takes the next n); "" for bookkeeping."""
+        if not counted(node):
+            return ""
+        with self._lock:
+            n = self._steps.setdefault(id(node.get_executor()), len(self._steps) + 1)
+        return f"[{n}/{max(self.planned, n)}] "
+
+    def say(self, line: str) -> None:
+        """One write per line: steps finish in SCons's worker threads, and print() writes the newline apart."""
+        with self._lock:
+            self._out.write(line + "\n")
+            self._out.flush()
+
+    def print_step(self, text: str, target: list, source: list, env: Any) -> None:
+        """SCons's PRINT_CMD_LINE_FUNC: a step's line with its ``[n/N]``."""
+        self.say(self.step_prefix(target[0]) + text if target else text)
+
+    # --- what each step did ------------------------------------------------------------------------------
+
+    def executed(self, task: Any, original: Callable[[Any], None]) -> None:
+        node = task.targets[0]
+        cached = all(getattr(t, "cached", 0) for t in task.targets)  # read first: built() clears it
+        state = node.get_state()
+        original(task)
+        if not counted(node):
+            return
+        if state == SCons.Node.executing:
+            self.counts.add("cached" if cached else "compiled")
+        elif state == SCons.Node.up_to_date:
+            self.counts.add("current")
+
+    def failed(self, task: Any, original: Callable[[Any], None]) -> None:
+        if counted(task.targets[0]):
+            self.counts.add("failed")
+        original(task)
+
+    def steps(self) -> int:
+        """How many steps ran, came from cache or were found current so far."""
+        return self.counts.compiled + self.counts.cached + self.counts.current
+
+    # --- the plan and the end ----------------------------------------------------------------------------
+
+    def plan(self, requested: Iterable[Any]) -> int:
+        """N: the steps this run will execute (see the module docstring); kept for the step lines."""
+        executors: set[int] = set()
+        visited: dict[Any, bool] = {}
+        for node in requested:
+            _will_run(node, visited, executors)
+        self.planned = len(executors)
+        return self.planned
+
+    def end_lines(self, now: float | None = None) -> list[str]:
+        """The reports' lines, then the summary line."""
+        lines = [line for report in self.reports for line in report()]
+        return [*lines, summary.line(self.counts, (now or time.time()) - self.started)]
+
+    def say_end(self) -> None:
+        sys.stderr.flush()
+        for line in self.end_lines():
+            self.say(line)
+
+
+def _will_run(node: Any, plan: dict[Any, bool], executors: set[int]) -> bool:
+    """True when ``node`` is rebuilt (or restored) in this run; every step that is goes into ``executors``."""
+    if node in plan:
+        return plan[node]
+    plan[node] = False  # a cycle is SCons's to report
+    inputs_rebuilt = False
+    for child in node.children():
+        inputs_rebuilt |= _will_run(child, plan, executors)
+    if inputs_rebuilt:
+        # What scanning ``node`` found before its inputs were rebuilt (a generated source not written yet scans
+        # as empty) would go into the sconsign: SCons rescans when an input it waited for is built, not when that
+        # input was built before SCons reached the node, and the next run would rebuild it.
+        engine.forget_scan(node)
+    if not node.has_builder():
+        plan[node] = inputs_rebuilt
+        return inputs_rebuilt
+    if isinstance(node, SCons.Node.FS.File):
+        if inputs_rebuilt or node.always_build:
+            rebuilt = True
+        else:
+            if node.exists():
+                node.changed(allowcache=True)  # inputs final: the build reuses this answer
+            rebuilt = not node.is_up_to_date()
+        if rebuilt and counted(node):
+            executors.add(id(node.get_executor()))
+    else:
+        rebuilt = inputs_rebuilt or bool(node.always_build)
+    plan[node] = rebuilt
+    return rebuilt

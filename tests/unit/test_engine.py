@@ -1,0 +1,177 @@
+"""The engine boundary: the SCons versions the build accepts, how patches are installed, and that nothing outside
+the engine assigns to SCons or reads its private names (checked over every build file's syntax tree)."""
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import SCons
+import SCons.Action
+import SCons.Builder
+import SCons.CacheDir
+import SCons.Environment
+import SCons.Executor
+import SCons.Node
+import SCons.Node.Alias
+import SCons.Node.FS
+import SCons.Scanner
+import SCons.SConsign
+import SCons.Script.Main
+import SCons.Subst
+import SCons.Taskmaster
+import SCons.Util
+
+from opencoti_build.errors import UserError
+from opencoti_scons import engine
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "site_scons/opencoti_scons/engine.py"
+
+
+@pytest.mark.parametrize(("version", "parsed"), [("4.11.1", (4, 11, 1)), ("4.12.0.dev0", (4, 12, 0)),
+                                                 ("4.10.0a1", (4, 10, 0)), ("5", (5,))])
+def test_a_release_number_is_read_up_to_its_suffix(version: str, parsed: tuple[int, ...]) -> None:
+    assert engine.version_tuple(version) == parsed
+
+
+@pytest.mark.parametrize("version", ["4.11.0", "4.11.1", "4.11.9"])
+def test_the_releases_the_patches_were_written_against_are_accepted(version: str) -> None:
+    assert engine.version_problem(version) is None
+
+
+@pytest.mark.parametrize("version", ["4.10.1", "4.12.0", "4.12.0.dev0", "5.0.0", "3.1.2"])
+def test_any_other_release_is_refused_in_one_line_that_names_the_range_and_the_fix(version: str) -> None:
+    assert engine.version_problem(version) == (
+        f"SCons {version} is not supported: this build was written against >=4.11,<4.12; "
+        f"install it with `python3 -m pip install 'scons>=4.11,<4.12'`")
+
+
+def test_pyproject_pins_scons_to_the_engines_range() -> None:
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert engine.REQUIREMENT in dependencies
+    assert engine.version_problem(SCons.__version__) is None  # the installed one is in it
+
+
+def test_an_unsupported_scons_stops_the_build_with_exit_2_and_one_line(capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        engine.require_supported("4.12.0")
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scons: error: SCons 4.12.0 is not supported: ")
+
+
+class _Owner:
+    def greet(self) -> str:
+        return "scons"
+
+
+@pytest.fixture
+def patch_table(monkeypatch) -> type[_Owner]:
+    owner = type("Owner", (_Owner,), {})
+    monkeypatch.setattr(engine, "PATCHES", {"greeting": engine.Patch(owner, "greet", "a test's stand-in")})
+    return owner
+
+
+def test_a_patch_wraps_the_original_once_per_process(patch_table: type[_Owner]) -> None:
+    assert engine.install("greeting", lambda original: lambda self: original(self) + " patched")
+    assert not engine.install("greeting", lambda original: lambda self: "a second wrapper")
+
+    assert patch_table().greet() == "scons patched"
+    assert getattr(patch_table.greet, engine.MARK) == "greeting"
+
+
+def test_no_patch_is_installed_under_another_scons(patch_table: type[_Owner]) -> None:
+    with pytest.raises(UserError, match=r"^SCons 4\.12\.0 is not supported: "):
+        engine.install("greeting", lambda original: lambda self: "patched", version="4.12.0")
+    assert patch_table().greet() == "scons"
+
+
+def test_every_patch_names_an_attribute_scons_has_and_says_why() -> None:
+    for name, patch in engine.PATCHES.items():
+        assert callable(getattr(patch.owner, patch.attribute)), name
+        assert len(patch.why) > 20, name
+
+
+# --- the boundary ------------------------------------------------------------------------------------------
+
+_SCONS_MODULES = (SCons.Action, SCons.Builder, SCons.CacheDir, SCons.Environment, SCons.Executor, SCons.Node,
+                  SCons.Node.Alias, SCons.Node.FS, SCons.Scanner, SCons.SConsign, SCons.Script.Main, SCons.Subst,
+                  SCons.Taskmaster, SCons.Util)
+
+
+def _scons_private_names() -> set[str]:
+    """Every single-underscore name SCons's modules and their classes define."""
+    names = set()
+    for module in _SCONS_MODULES:
+        for name, value in vars(module).items():
+            names.add(name)
+            if inspect.isclass(value):
+                names.update(dir(value))
+    return {n for n in names if re.fullmatch(r"_[A-Za-z0-9]\w*", n) and not n.endswith("__")}
+
+
+def _build_files() -> list[Path]:
+    files = [*ROOT.glob("site_scons/**/*.py"), ROOT / "SConstruct", *ROOT.glob("*.SConscript"),
+             *ROOT.glob("*/SConscript"), *ROOT.glob("*/*/SConscript")]
+    return sorted(f for f in files if f != ENGINE and "fixtures" not in f.parts)
+
+
+def _dotted(node: ast.AST) -> str:
+    return f"{_dotted(node.value)}.{node.attr}" if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def _violations(path: Path, private: set[str], root: Path = ROOT) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    own = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        found += [f"assigns {_dotted(t)}" for t in targets if _dotted(t).startswith("SCons.")]
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" and node.args \
+                and _dotted(node.args[0]).startswith("SCons."):
+            found.append(f"setattr on {_dotted(node.args[0])}")
+        if isinstance(node, ast.Attribute) and node.attr in private and node.attr not in own:
+            found.append(f"reads {node.attr}")
+        if isinstance(node, ast.ClassDef) and any(_dotted(b).startswith("SCons.") for b in node.bases):
+            found += [f"overrides {m.name}" for m in node.body if isinstance(m, ast.FunctionDef) and m.name in private]
+    return [f"{path.relative_to(root)}:{v}" for v in found]
+
+
+def test_only_the_engine_assigns_to_scons_or_reads_its_private_names() -> None:
+    private = _scons_private_names()
+    assert {"_decider_map", "_children_reset", "_readconfig"} <= private  # the check sees what the engine uses
+
+    assert [v for path in _build_files() for v in _violations(path, private)] == []
+
+
+def test_the_check_finds_what_it_is_for(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import SCons.Node\nSCons.Node.Node.explain = None\nSCons.Node._decider_map\n"
+                   "class C(SCons.CacheDir.CacheDir):\n    def _readconfig(self, path): pass\n"
+                   "setattr(SCons.SConsign, 'write', None)\n")
+    found = sorted(v.split(":", 1)[1] for v in _violations(bad, _scons_private_names(), tmp_path))
+    assert found == ["assigns SCons.Node.Node.explain", "overrides _readconfig", "reads _decider_map",
+                     "setattr on SCons.SConsign"]
+
+
+def test_tools_are_glue_of_at_most_150_lines() -> None:
+    lengths = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "site_scons/site_tools").glob("*.py")}
+    assert {name: n for name, n in lengths.items() if n > 150} == {}
+    assert len(lengths) >= 10  # the tools are there to be measured
+
+
+def test_tools_never_import_one_another() -> None:
+    tools = {p.stem for p in (ROOT / "site_scons/site_tools").glob("*.py")}
+    imports = {}
+    for path in (ROOT / "site_scons/site_tools").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            imports[path.stem] = imports.get(path.stem, set()) | {
+                n for n in names if n.split(".")[0] in tools | {"site_tools"}}
+    assert {tool: found for tool, found in imports.items() if found} == {}

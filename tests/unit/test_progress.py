@@ -1,0 +1,139 @@
+"""One run's progress state in-process: step numbers, what each finished step counts as, the end lines and the
+plan's N, over real SCons file nodes with stand-in builders (as SCons's own unit tests use its FS)."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import SCons.Node
+import SCons.Node.FS
+
+from opencoti_build import summary
+from opencoti_scons.progress import BuildRun, counted
+
+
+class _Task:
+    def __init__(self, *targets: SCons.Node.Node) -> None:
+        self.targets = list(targets)
+
+
+@pytest.fixture
+def fs(tmp_path: Path) -> SCons.Node.FS.FS:
+    return SCons.Node.FS.FS(str(tmp_path))
+
+
+def _built(fs: SCons.Node.FS.FS, name: str, executor: object | None = None) -> SCons.Node.FS.File:
+    node = fs.File(name)
+    node.builder = SimpleNamespace(name="stand-in")
+    node.executor = executor or SimpleNamespace(name=name)
+    return node
+
+
+def test_built_files_are_steps_and_sources_and_bookkeeping_are_not(fs) -> None:
+    compdb = _built(fs, "compile_commands.json")
+    compdb.attributes.not_a_step = True
+    assert counted(_built(fs, "a.o"))
+    assert not counted(fs.File("a.c")) and not counted(compdb) and not counted(fs.Dir("out"))
+
+
+def test_each_step_takes_the_next_number_once_and_n_is_never_below_it(fs) -> None:
+    run = BuildRun(started=0.0, out=io.StringIO())
+    run.planned = 2
+    x86 = _built(fs, "a.o")
+    twin = _built(fs, ".aarch64/a.o", executor=x86.executor)  # one step writes both halves
+    b, c = _built(fs, "b.o"), _built(fs, "c.o")
+
+    assert [run.step_prefix(n) for n in (x86, twin, b, x86, c)] == ["[1/2] ", "[1/2] ", "[2/2] ", "[1/2] ", "[3/3] "]
+    assert run.step_prefix(fs.File("a.c")) == ""
+
+
+def test_a_step_line_is_one_write_with_its_number(fs) -> None:
+    out = io.StringIO()
+    run = BuildRun(started=0.0, out=out)
+    run.planned = 1
+    run.print_step("CC a.o", [_built(fs, "a.o")], [], None)
+    run.print_step("scons: building terminated", [], [], None)
+    assert out.getvalue() == "[1/1] CC a.o\nscons: building terminated\n"
+
+
+@pytest.mark.parametrize(("state", "cached", "kind"), [(SCons.Node.executing, 0, "compiled"),
+                                                       (SCons.Node.executing, 1, "cached"),
+                                                       (SCons.Node.up_to_date, 0, "current")])
+def test_a_finished_step_counts_as_what_it_did(fs, state: int, cached: int, kind: str) -> None:
+    run, node, seen = BuildRun(started=0.0), _built(fs, "a.o"), []
+    node.set_state(state)
+    node.cached = cached
+
+    run.executed(_Task(node), lambda task: seen.append((task.targets[0].cached, task.targets[0].get_state())))
+
+    assert seen == [(cached, state)]  # SCons's own executed ran, after the state was read
+    assert {k: getattr(run.counts, k) for k in ("compiled", "cached", "current", "failed")} == {
+        "compiled": 0, "cached": 0, "current": 0, "failed": 0, kind: 1}
+    assert run.steps() == 1
+
+
+def test_a_pair_is_cached_only_when_both_halves_came_from_the_cache(fs) -> None:
+    run = BuildRun(started=0.0)
+    x86, twin = _built(fs, "a.o"), _built(fs, ".aarch64/a.o")
+    x86.set_state(SCons.Node.executing)
+    x86.cached, twin.cached = 1, 0
+    run.executed(_Task(x86, twin), lambda task: None)
+    assert (run.counts.compiled, run.counts.cached) == (1, 0)
+
+
+def test_sources_and_failures_are_counted_apart(fs) -> None:
+    run, called = BuildRun(started=0.0), []
+    source = fs.File("a.c")
+    source.set_state(SCons.Node.up_to_date)
+    run.executed(_Task(source), called.append)
+    run.failed(_Task(_built(fs, "b.o")), called.append)
+    run.failed(_Task(fs.File("c.c")), called.append)
+    assert (run.counts.current, run.counts.failed, run.steps(), len(called)) == (0, 1, 0, 3)
+
+
+def test_the_end_lines_are_the_reports_then_the_summary(fs) -> None:
+    run = BuildRun(started=100.0)
+    run.counts.add("compiled")
+    run.reports += [lambda: ["cache: local 1 hit"], lambda: []]
+    assert run.end_lines(now=102.25) == ["cache: local 1 hit", "1 compiled, 0 from cache, 0 up to date in 2.2 s"]
+    assert summary.parse("\n".join(run.end_lines(now=102.25))) == {"compiled": 1, "cached": 0, "current": 0,
+                                                                  "failed": 0}
+
+
+class _Step(SCons.Node.FS.File):
+    """A file step whose up-to-date answer is given (File has slots: its methods cannot be set per node)."""
+
+    def __init__(self, fs: SCons.Node.FS.FS, name: str, sources: list, current: bool, asked: list[str]) -> None:
+        super().__init__(name, fs.Dir("."), fs)
+        self.builder = SimpleNamespace(name="stand-in")
+        self.executor = SimpleNamespace(name=name, cleanup=lambda: None)
+        self.sources, self.depends, self.implicit = sources, [], []
+        self.current, self.asked = current, asked
+
+    def children(self, scan: int = 1) -> list:
+        return self.sources
+
+    def exists(self) -> bool:
+        return True
+
+    def changed(self, node=None, allowcache=False) -> bool:
+        return not self.current
+
+    def is_up_to_date(self) -> bool:
+        self.asked.append(self.name)
+        return self.current
+
+
+def test_the_plan_counts_a_step_whose_input_is_rebuilt_without_asking_it(fs) -> None:
+    asked: list[str] = []
+    obj = _Step(fs, "a.o", [fs.File("a.c")], current=False, asked=asked)
+    archive = _Step(fs, "liba.a", [obj], current=True, asked=asked)  # current by itself, rebuilt because a.o is
+    other = _Step(fs, "b.o", [fs.File("b.c")], current=True, asked=asked)
+    run = BuildRun(started=0.0)
+
+    assert run.plan([archive, other]) == 2 == run.planned
+    assert asked == ["a.o", "b.o"]  # liba.a was never asked: its input is rebuilt
+    assert archive.implicit is None  # what it scanned before its input was rebuilt is dropped
+    assert run.step_prefix(obj) == "[1/2] "
