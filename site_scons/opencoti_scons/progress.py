@@ -41,7 +41,7 @@ class BuildRun:
         self.started = started or time.time()
         self.planned = 0
         self.reports: list[Report] = []  # lines printed just before the summary, which stays last
-        self._out = out or sys.stdout
+        self._out = out  # None: whatever sys.stdout is when a line is written (the null build's recorder swaps it)
         self._steps: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
         self._lock = threading.Lock()
 
@@ -57,9 +57,10 @@ class BuildRun:
 
     def say(self, line: str) -> None:
         """One write per line: steps finish in SCons's worker threads, and print() writes the newline apart."""
+        out = self._out or sys.stdout
         with self._lock:
-            self._out.write(line + "\n")
-            self._out.flush()
+            out.write(line + "\n")
+            out.flush()
 
     def print_step(self, text: str, target: list, source: list, env: Any) -> None:
         """SCons's PRINT_CMD_LINE_FUNC: a step's line with its ``[n/N]``."""

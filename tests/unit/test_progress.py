@@ -137,3 +137,11 @@ def test_the_plan_counts_a_step_whose_input_is_rebuilt_without_asking_it(fs) -> 
     assert asked == ["a.o", "b.o"]  # liba.a was never asked: its input is rebuilt
     assert archive.implicit is None  # what it scanned before its input was rebuilt is dropped
     assert run.step_prefix(obj) == "[1/2] "
+
+
+def test_lines_go_to_the_stdout_of_the_moment_they_are_written(fs, monkeypatch) -> None:
+    run = BuildRun(started=0.0)  # made while the null build's recorder had swapped stdout for its copy
+    later = io.StringIO()
+    monkeypatch.setattr("sys.stdout", later)
+    run.say("3 compiled")
+    assert later.getvalue() == "3 compiled\n"
