@@ -14,7 +14,8 @@ from pathlib import Path
 
 from bench import fattree, makebuild
 from bench.measure import Run, median, run
-from opencoti_build import sources, summary
+from opencoti_build.report import summary
+from opencoti_build.tree import sources
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A generated llamafile-0.10-shaped source tree of N translation units, with its include graph.
 
-The files are taken from the package table in ``opencoti_build.sources`` itself, so the build's
+The files are taken from the package table in ``opencoti_build.tree.sources`` itself, so the build's
 own description builds the tree unchanged: the listed files (ggml, llama and its models, common,
 mtmd, server, llamafile, TinyBLAS variants, stb, httplib), a subset in proportion when N is
 smaller, and made-up members of the table's glob patterns (gperf tables, highlighters) when N is
@@ -16,7 +16,7 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opencoti_build import sources
+from opencoti_build.tree import sources
 
 L = "llama.cpp"
 GG = f"{L}/ggml"

@@ -5,7 +5,7 @@ is ``ccache <fat driver> … -MMD -MF $@.d -c -o $@ $<``, ``-include`` of every 
 archive made twice (x86-64 and its ``.aarch64/`` twin), one fat link. The compile commands are
 taken verbatim from ``scons -n VERBOSE=1`` of the same tree into the same output directory, so
 both builds run the same compiler commands whatever the package table says; archives and the link
-follow the same table (``opencoti_build.sources``), in the same order.
+follow the same table (``opencoti_build.tree.sources``), in the same order.
 """
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opencoti_build import sources, summary
-from opencoti_build.cosmo_toolchain import SHIM_DIR
+from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR
+from opencoti_build.report import summary
+from opencoti_build.tree import sources
 
 DRIVERS = ("/cosmocc", "/cosmoc++")
 

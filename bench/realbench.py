@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench import fatbench
 from bench.measure import median, run
-from opencoti_build import summary
+from opencoti_build.report import summary
 
 LEAF_HEADER = "src/llama-sampler.h"
 CORE_HEADER = "ggml/include/ggml.h"

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from bench import fatbench, fattree, servers
 from bench.measure import median, run
-from opencoti_build import sources, summary
+from opencoti_build.report import summary
+from opencoti_build.tree import sources
 
 # What a checkout holds for a build (tests/conftest.py copy_checkout copies the same).
 CHECKOUT_FILES = ("SConstruct", "build.SConscript")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import SCons
 
-from opencoti_build import null_build
+from opencoti_build.incremental import null_build
 
 from scons_runs import scons_command
 

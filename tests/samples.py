@@ -5,9 +5,9 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from opencoti_build import webui
 from opencoti_build.formats import spirv, zipappend
 from opencoti_build.formats.zipappend import Entry
+from opencoti_build.tree import webui
 
 from packaging_support import GGUF_MAGIC, write_gguf
 

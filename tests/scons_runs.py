@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opencoti_build import summary, versioning
+from opencoti_build.config import versioning
+from opencoti_build.report import summary
 
 PROJECT = Path(__file__).resolve().parents[1]
 MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"

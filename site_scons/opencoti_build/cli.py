@@ -7,9 +7,9 @@ import sys
 
 # subcommand -> (module, function, one-line help); each function takes the parsed argv tail.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "inspect": ("opencoti_build.binary_report", "main", "print architectures, symbols and entries of a DSO or host binary"),
-    "verify": ("opencoti_build.verify", "main", "check a .llamafile artifact against its MANIFEST.json"),
-    "pin": ("opencoti_build.verify", "pin_main", "print the vendors/pin/embedder.txt line for an artifact"),
+    "inspect": ("opencoti_build.artifacts.binary_report", "main", "print architectures, symbols and entries of a DSO or host binary"),
+    "verify": ("opencoti_build.artifacts.verify", "main", "check a .llamafile artifact against its MANIFEST.json"),
+    "pin": ("opencoti_build.artifacts.verify", "pin_main", "print the vendors/pin/embedder.txt line for an artifact"),
 }
 
 

@@ -2,7 +2,7 @@
 subclassed (through opencoti_scons.engine), for site_tools/verified_cache.py. Over SCons's CacheDir it changes
 four things:
 
-- every entry carries its SHA-256 (opencoti_build.cache_entry); a retrieved entry is checked before
+- every entry carries its SHA-256 (opencoti_build.cache.cache_entry); a retrieved entry is checked before
   it is used, and a corrupt or truncated one is a miss: one WARN naming it, the entry removed, the
   target rebuilt and pushed again;
 - a multi-target step (a fat object and its ``.aarch64`` twin) is retrieved only when every target
@@ -13,7 +13,7 @@ four things:
 - a cache directory the user cannot write is read and never written (one NOTE); one that cannot be
   created is a one-line error. No lock files: the config is written once, by rename.
 
-With a Redis URL, RemoteVerifiedCacheDir puts a Redis tier behind it (over opencoti_build.remote_cache):
+With a Redis URL, RemoteVerifiedCacheDir puts a Redis tier behind it (over opencoti_build.cache.remote_cache):
 same keys, same checks, a step's targets fetched together; a remote that fails is turned off for the run with
 one WARN. Each tier's hits, misses, corrupt entries and pushes go into one line before the summary.
 
@@ -31,11 +31,13 @@ import SCons.Action
 import SCons.CacheDir
 import SCons.Util
 
-from opencoti_build import cache_entry, errors, remote_cache, tempfiles
+from opencoti_build import errors, project
+from opencoti_build.cache import cache_entry, remote_cache
+from opencoti_build.incremental import tempfiles
 from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROJECT = str(project.ROOT)
 
 
 class Tiers:
@@ -197,7 +199,7 @@ def _portable_signature(node) -> str:
 
 
 class RemoteVerifiedCacheDir(VerifiedCacheDir):
-    """The local tier with a Redis tier behind it (opencoti_build.remote_cache): looked up after a local
+    """The local tier with a Redis tier behind it (opencoti_build.cache.remote_cache): looked up after a local
     miss, a hit filling the local tier; every built target pushed to both."""
 
     def _fetch(self, node) -> bool:

@@ -2,7 +2,7 @@
 
 Not a tool: the compiling tools (cosmocc, ggml_dso, native_gcc, nvcc) set ``env["_XMAPS"] =
 compile_maps("X_PATH_MAPS")`` and put ``$_XMAPS`` in their compile commands. It expands to the words of
-``opencoti_build.prefix_maps`` for the ``(OLD, NEW)`` pairs in ``$X_PATH_MAPS``: always the plain
+``opencoti_build.cosmo.prefix_maps`` for the ``(OLD, NEW)`` pairs in ``$X_PATH_MAPS``: always the plain
 ``-ffile-prefix-map=OLD=NEW`` in a signature, and behind ``-Xpreprocessor`` in the command that runs when
 the launcher keys on options as written (launchers.MAPS_VIA_PREPROCESSOR_VAR: sccache). Both spellings give
 the same objects, so turning CCWRAPPER on or off rebuilds nothing. Links keep the plain spelling.
@@ -14,7 +14,8 @@ from typing import Any
 
 import SCons.Subst
 
-from opencoti_build import launchers, prefix_maps
+from opencoti_build.cache import launchers
+from opencoti_build.cosmo import prefix_maps
 
 PerTarget = Callable[[Any, Any], list[tuple[str, str]]]
 

@@ -1,5 +1,5 @@
 """compile_commands.json for every translation unit, whatever builder compiles it, always current (the SCons side
-of site_tools/compiledb.py; the entries' rules are opencoti_build.compdb's).
+of site_tools/compiledb.py; the entries' rules are opencoti_build.report.compdb's).
 
 SCons' own compilation_db only knows its built-in Object builders; here every compiling builder
 registers its translation units from its emitter, as compilation_db does: a tool's own builder adds
@@ -9,10 +9,10 @@ env's SCons StaticObject/SharedObject register their C and C++ compiles.
 After every part is read, ``env.CompileDbFinish()`` makes the database node depend on the entries'
 content (a Value of their hash): a flag change changes the node's input, so it is rebuilt. Expanding
 the entries costs about a third of a run that reads the SConscripts, so when the reading is the last
-run's (only sources or headers changed: opencoti_build.null_build.carry_over) the last digest is
+run's (only sources or headers changed: opencoti_build.incremental.null_build.carry_over) the last digest is
 reused and the entries are expanded only if the file has to be written. It is and it is never taken from CacheDir (NoCache: its entries name this checkout's paths). Every
 build that compiles also builds it (as Meson and CMake's export do); ``COMPILEDB=`` empty turns it off.
-The rules for entries (one per file, clang arguments for GPU sources) are opencoti_build.compdb's.
+The rules for entries (one per file, clang arguments for GPU sources) are opencoti_build.report.compdb's.
 
 One :class:`CompileDb` per run holds the registered entries.
 """
@@ -28,8 +28,12 @@ import SCons.Builder
 import SCons.Subst
 from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
 
-from opencoti_build import buildvars, compdb, errors, launchers, null_build, tempfiles
-from opencoti_build.sources import CXX_SUFFIXES
+from opencoti_build import errors
+from opencoti_build.cache import launchers
+from opencoti_build.config import buildvars
+from opencoti_build.incremental import null_build, tempfiles
+from opencoti_build.report import compdb
+from opencoti_build.tree.sources import CXX_SUFFIXES
 
 Transform = Callable[[list[str]], list[str]]
 _MEMO_KEY = "compiledb digest"
@@ -140,7 +144,7 @@ class CompileDb:
         if names and names <= NOT_COMPILING:
             return  # nothing compiles: no entries expanded, the file left as it is
         # The entries follow from the SConscripts' reading alone: when it is the last run's, so is their digest
-        # (opencoti_build.null_build.carry_over), and they are expanded only if the file must be written.
+        # (opencoti_build.incremental.null_build.carry_over), and they are expanded only if the file must be written.
         digest = null_build.remembered(_MEMO_KEY)
         if digest is None:
             digest = hashlib.sha256(compdb.render(self.expanded()).encode()).hexdigest()

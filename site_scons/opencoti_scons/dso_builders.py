@@ -1,5 +1,5 @@
 """The GPU backend DSOs' link, verification and publication, and the ggml core compiled into each (the SCons side of
-site_tools/ggml_dso.py, over opencoti_build.backends and dso_verification)."""
+site_tools/ggml_dso.py, over opencoti_build.gpu.backends and dso_verification)."""
 from __future__ import annotations
 
 import filecmp
@@ -12,8 +12,10 @@ import SCons.Errors
 import SCons.Subst
 from SCons.Script import Action
 
-from opencoti_build import backends, dso_verification, launchers, sources
-from opencoti_build.prefix_maps import gcc_flags, path_maps
+from opencoti_build.cache import launchers
+from opencoti_build.cosmo.prefix_maps import gcc_flags, path_maps
+from opencoti_build.gpu import backends, dso_verification
+from opencoti_build.tree import sources
 from opencoti_scons.compile_maps import compile_maps
 
 CORE_FLAGS: tuple[str, ...] = ("-O2",)  # SharedObject adds -fPIC
@@ -57,7 +59,7 @@ def _warn_shadow(target: list[Any], source: list[Any], env: Any) -> None:
 
 
 def _path_maps(env: Any) -> list[tuple[str, str]]:
-    """The checkout's, SRC's and BUILD_DIR's (OLD, NEW) pairs (opencoti_build.prefix_maps)."""
+    """The checkout's, SRC's and BUILD_DIR's (OLD, NEW) pairs (opencoti_build.cosmo.prefix_maps)."""
     return path_maps(env.Dir("#").abspath, env["SRC"], env["BUILD_DIR"])
 
 

@@ -19,12 +19,14 @@ import SCons.Errors
 import SCons.Subst
 import SCons.Util
 
-from opencoti_build import build_lock, fatcc, zip_sources
-from opencoti_build.cosmo_toolchain import missing_output_message
+from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
+from opencoti_build.cosmo import fatcc
+from opencoti_build.cosmo.cosmo_toolchain import missing_output_message
+from opencoti_build.cosmo.prefix_maps import path_maps, remap
 from opencoti_build.errors import UserError
-from opencoti_build.launchers import FAT_LAUNCHER_ENV
-from opencoti_build.prefix_maps import path_maps, remap
-from opencoti_build.sources import CXX_SUFFIXES
+from opencoti_build.incremental import build_lock
+from opencoti_build.tree import zip_sources
+from opencoti_build.tree.sources import CXX_SUFFIXES
 
 
 def dir_flags(flag: str, dirs) -> list:

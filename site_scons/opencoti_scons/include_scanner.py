@@ -15,7 +15,7 @@ import SCons.Node.FS
 import SCons.Scanner
 import SCons.Util
 
-from opencoti_build.sources import CXX_SUFFIXES
+from opencoti_build.tree.sources import CXX_SUFFIXES
 
 # The sources a compile scans (a builder's source_scanner is used whatever the suffix; these key the
 # scanner where a tool registers it by suffix).

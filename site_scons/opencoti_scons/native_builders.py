@@ -1,5 +1,5 @@
 """The native lane's generated files, objects, CUDA library and thin archives (the SCons side of site_tools/native_gcc.py,
-over opencoti_build.native_lane's rules)."""
+over opencoti_build.native.native_lane's rules)."""
 from __future__ import annotations
 
 import os
@@ -10,8 +10,13 @@ from typing import Any
 import SCons.Builder
 from SCons.Script import Action
 
-from opencoti_build import build_lock, cuda_sources, errors, native_lane, package_flags, sources, templates, webui
-from opencoti_build.toolchains import cuda as cuda_toolchain
+from opencoti_build import errors
+from opencoti_build.config import templates
+from opencoti_build.gpu import cuda_sources
+from opencoti_build.gpu.toolchains import cuda as cuda_toolchain
+from opencoti_build.incremental import build_lock
+from opencoti_build.native import native_lane
+from opencoti_build.tree import package_flags, sources, webui
 from opencoti_scons.compiledb import object_emitter
 from opencoti_scons.include_scanner import include_scanner
 
@@ -34,7 +39,7 @@ def native_generated(env: Any) -> dict[str, list[Any]]:
                                        env=env["ENV"]).stdout.strip()
     values = templates.template_values(env["NATIVE_STAMPS"], compiler, f"{env['NATIVE_MACHINE']}-linux-gnu")
     generated = env.ConfigureTemplates(gendir, lambda rel: _tree_path(env, rel), values)
-    # The server's web UI as in the fat lane (opencoti_build.webui): headers into gendir (on -I).
+    # The server's web UI as in the fat lane (opencoti_build.tree.webui): headers into gendir (on -I).
     if env["NATIVE_WEBUI"]:
         for asset in webui.ASSETS:
             env.Command(os.path.join(gendir, asset + ".hpp"), _tree_path(env, os.path.join(webui.PUBLIC, asset)),

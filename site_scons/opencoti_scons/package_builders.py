@@ -1,5 +1,5 @@
 """The artifacts' and manifests' steps and the packaging decider (the SCons side of site_tools/llamafile_package.py, over
-opencoti_build.packaging)."""
+opencoti_build.artifacts.packaging)."""
 from __future__ import annotations
 
 import json
@@ -9,9 +9,12 @@ from pathlib import Path
 import SCons.Errors
 from SCons.Script import Action
 
-from opencoti_build import file_digests, import_closure, packaging, verify, versioning
-from opencoti_build import manifest as manifests
-from opencoti_build.versioning import Identity
+from opencoti_build.artifacts import manifest as manifests
+from opencoti_build.artifacts import packaging, verify
+from opencoti_build.cache import file_digests
+from opencoti_build.config import versioning
+from opencoti_build.config.versioning import Identity
+from opencoti_build.incremental import import_closure
 
 # the code that decides the artifact's bytes / the manifest's (this file writes the manifest): an edit repackages
 ARTIFACT_CODE = [str(p) for p in import_closure.source_files(packaging.__name__)]

@@ -1,5 +1,5 @@
 """One build's progress: ``[n/N]`` before each step's line, the count of what each step did, and the lines printed
-when the build ends (opencoti_build.summary's line last). :class:`BuildRun` holds it all for one scons run;
+when the build ends (opencoti_build.report.summary's line last). :class:`BuildRun` holds it all for one scons run;
 SConstruct makes it and hands it to the tools that report (build_summary, verified_cache, null_build_record).
 
 N is known before the first step starts, as Ninja knows it: once the SConscripts are read, :meth:`BuildRun.plan`
@@ -21,7 +21,7 @@ from typing import Any
 import SCons.Node
 import SCons.Node.FS
 
-from opencoti_build import summary
+from opencoti_build.report import summary
 from opencoti_scons import engine
 
 Report = Callable[[], list[str]]

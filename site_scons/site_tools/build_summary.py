@@ -1,4 +1,4 @@
-"""SCons tool: ``[n/N]`` before each step's line, and opencoti_build.summary's line when the build ends.
+"""SCons tool: ``[n/N]`` before each step's line, and opencoti_build.report.summary's line when the build ends.
 
 SCons ends with "done building targets" (nothing with -Q): no count an IDE or a script could read.
 This tool counts each finished task whose target is a built file (SCons's BuildTask.executed/failed, wrapped
@@ -21,7 +21,7 @@ import SCons.Node
 import SCons.Node.Alias
 import SCons.Script
 
-from opencoti_build import launchers
+from opencoti_build.cache import launchers
 from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun
 
@@ -38,7 +38,7 @@ def _requested(env: Any) -> list:
 
 def _launcher_report(env: Any, run: BuildRun) -> None:
     """With CCWRAPPER=sccache or ccache, a report line of what the launcher did in this build: its counters are
-    read now and when the build ends (opencoti_build.launchers)."""
+    read now and when the build ends (opencoti_build.cache.launchers)."""
     name, argv = env.get("CCWRAPPER"), env.get(launchers.ARGV_VARS["gcc"])
     if not name or not argv or SCons.Script.GetOption("no_exec") or SCons.Script.GetOption("question"):
         return  # -n and -q compile nothing, and must not start an sccache server either

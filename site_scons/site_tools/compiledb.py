@@ -7,11 +7,11 @@ registers its translation units from its emitter, as compilation_db does: a tool
 ``env.CompileDbObjectBuilders()`` makes an env's SCons StaticObject/SharedObject register their C and C++
 compiles. After every part is read, ``env.CompileDbFinish()`` makes the database node depend on the entries'
 content (a Value of their hash): a flag change changes the node's input, so it is rebuilt. When the reading is
-the last run's (only sources or headers changed: opencoti_build.null_build.carry_over) the last digest is reused
+the last run's (only sources or headers changed: opencoti_build.incremental.null_build.carry_over) the last digest is reused
 and the entries are expanded only if the file has to be written. The file is never taken from CacheDir (NoCache:
 its entries name this checkout's paths). Every build that compiles also builds it (as Meson and CMake's export
 do); ``COMPILEDB=`` empty turns it off. How: opencoti_scons/compiledb.py; the rules for entries (one per file,
-clang arguments for GPU sources): opencoti_build/compdb.py.
+clang arguments for GPU sources): opencoti_build/report/compdb.py.
 
 Construction variables read: COMPILEDB (the file; empty: none), FILE (`scons compile`), and each entry's
 command variable (FATCCCOM, SHCXXCOM, NVCCCOM, ...) in the env that registered it. Sets: none. Methods:

@@ -1,7 +1,7 @@
 """SCons tool: the files upstream generates from ``*.in`` templates (CMake's configure_file), for both lanes.
 
 ``env.ConfigureTemplate(output, template, TEMPLATE_VALUES=values)`` writes one file
-(opencoti_build.templates.write_configured); the values are part of its signature (``varlist``), so a
+(opencoti_build.config.templates.write_configured); the values are part of its signature (``varlist``), so a
 changed value rewrites the file. ``env.ConfigureTemplates(gendir, locate, values)`` configures every
 template of ``templates.GENERATED`` the tree has (``locate`` maps a description path to a file) into
 ``gendir`` and returns package name -> the generated sources it compiles.
@@ -18,7 +18,7 @@ from typing import Any
 import SCons.Action
 import SCons.Builder
 
-from opencoti_build import templates
+from opencoti_build.config import templates
 
 
 def _configure(target: list[Any], source: list[Any], env: Any) -> None:
@@ -45,4 +45,4 @@ def generate(env: Any) -> None:
 
 
 def exists(env: Any) -> bool:
-    return True  # plain Python over opencoti_build.templates: no program to find
+    return True  # plain Python over opencoti_build.config.templates: no program to find

@@ -13,7 +13,7 @@ Builders: FatObject, FatLibrary, FatProgram, ZipStore, Gperf; methods: SayToolch
 Construction variables read: FAT_TOOLCHAIN (else COSMOCC; set to the toolchain used), SRC, BUILD_DIR (the
 prefix maps), IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES, VERBOSE, COMPILEDB_ARCH, SOURCE_DATE_EPOCH,
 ZIPSTORE_TREE, ZIPSTORE_PATHS, ENV (its OPENCOTI_FAT_LAUNCHER: CCWRAPPER, which the stand-in
-driver runs each half behind; opencoti_build.launchers), CCWRAPPER_MAPS_VIA_PREPROCESSOR. Set where unset: FATCC, FATCXX, FATAR, FATARFLAGS, FATLINK, FATCCFLAGS,
+driver runs each half behind; opencoti_build.cache.launchers), CCWRAPPER_MAPS_VIA_PREPROCESSOR. Set where unset: FATCC, FATCXX, FATAR, FATARFLAGS, FATLINK, FATCCFLAGS,
 FATCXXFLAGS, FATCPPFLAGS, FAT_TARGET_ARCH, FATEXTRAFLAGS, FATLINKFLAGS, FATLIBS, FAT_PATH_MAPS, FATPREFIXMAPS
 (the link's), FATCCCOMSTR,
 FATARCOMSTR, FATLINKCOMSTR, CPPDEFPREFIX, CPPDEFSUFFIX (and IQUOTEPATH, CPPPATH, ISYSTEMPATH, CPPDEFINES
@@ -30,12 +30,12 @@ import SCons.Errors
 import SCons.Subst
 import SCons.Util
 
-from opencoti_build import fatcc
-from opencoti_build.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain
+from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
+from opencoti_build.cosmo import fatcc
+from opencoti_build.cosmo.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain
+from opencoti_build.cosmo.prefix_maps import gcc_flags, path_maps
 from opencoti_build.errors import UserError
-from opencoti_build.launchers import FAT_LAUNCHER_ENV
-from opencoti_build.prefix_maps import gcc_flags, path_maps
-from opencoti_build.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
+from opencoti_build.tree.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
 from opencoti_scons.compile_maps import compile_maps
 from opencoti_scons.fat_builders import (
     dir_flags,
@@ -68,7 +68,7 @@ def _print_toolchain_once(env) -> None:
 
 def generate(env) -> None:
     env.Tool("compiledb")
-    # host/SConscript chooses it (opencoti_build.provision); anything else cloning the tool names one.
+    # host/SConscript chooses it (opencoti_build.config.provision); anything else cloning the tool names one.
     toolchain = env.get("FAT_TOOLCHAIN") or find_toolchain(env.get("COSMOCC") or "stand-in")
     env["FAT_TOOLCHAIN"] = toolchain
     env.SetDefault(
@@ -82,7 +82,7 @@ def generate(env) -> None:
     env["_fat_dir_flags"] = dir_flags
     env["_FATINCFLAGS"] = ("${_fat_dir_flags('-iquote', IQUOTEPATH)} ${_fat_dir_flags('-I', CPPPATH)} "
                            "${_fat_dir_flags('-isystem', ISYSTEMPATH)}")
-    # -ffile-prefix-map for the checkout, SRC and BUILD_DIR (opencoti_build.prefix_maps): both halves of
+    # -ffile-prefix-map for the checkout, SRC and BUILD_DIR (opencoti_build.cosmo.prefix_maps): both halves of
     # every compile and the link, whatever a package's recipe resets; outputs then name no absolute path.
     env.SetDefault(FAT_PATH_MAPS=path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR")))
     env.SetDefault(FATPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in gcc_flags(env["FAT_PATH_MAPS"])])
@@ -109,7 +109,7 @@ def generate(env) -> None:
         action=SCons.Action.Action(fat_link, fat_link_str,
                                    varlist=["FATLINK", "FATLINKFLAGS", "FATLIBS", "FATPREFIXMAPS"]),
         emitter=fat_link_emitter)
-    # The thin binary's own zip store (opencoti_build.zip_sources): ZipStore(out, [linked, *tree files]).
+    # The thin binary's own zip store (opencoti_build.tree.zip_sources): ZipStore(out, [linked, *tree files]).
     env["BUILDERS"]["ZipStore"] = SCons.Builder.Builder(
         action=SCons.Action.Action(zip_store, "ZIPSTORE ${TARGETS[0]} (${len(ZIPSTORE_PATHS)} /zip/ sources)",
                                    varlist=["ZIPSTORE_PATHS", "SOURCE_DATE_EPOCH"]),

@@ -17,7 +17,7 @@ second as the recorded stamp, and no mtime alone sees an edit that puts the old 
 -r`, `utime`, a copy with `cp -p` over an edited file), which always moves the ctime. (Two writes
 within one kernel timestamp tick, a few ms, still look alike, as they do to make and Ninja.)
 
-A file whose SHA-256 the build already knows (opencoti_build.file_digests: the packager's artifact,
+A file whose SHA-256 the build already knows (opencoti_build.cache.file_digests: the packager's artifact,
 as written) is signed with that digest instead of being read again; a target recorded with such a
 ``sha256:`` signature is checked against one after a touch.
 
@@ -34,7 +34,7 @@ import SCons.Node.FS
 import SCons.Script
 import SCons.Util
 
-from opencoti_build import file_digests
+from opencoti_build.cache import file_digests
 from opencoti_scons import engine
 
 

@@ -5,7 +5,7 @@ API (after ``env.Tool('ggml_dso')``):
 ``env.GccCompileEnv(**replace) -> Environment``
     A clone compiling a DSO's C/C++ with the host gcc/g++ (the ggml core, Vulkan's C++): ``replace`` set on
     it, then gcc's ``-ffile-prefix-map`` for the checkout, ``$SRC`` and ``$BUILD_DIR`` after its CCFLAGS
-    (``opencoti_build.prefix_maps``, spelled for CCWRAPPER by opencoti_scons/compile_maps.py), CCWRAPPER in front
+    (``opencoti_build.cosmo.prefix_maps``, spelled for CCWRAPPER by opencoti_scons/compile_maps.py), CCWRAPPER in front
     of gcc/g++ and compile-database entries. Every compile and link of a DSO takes the maps, so the DSO's
     bytes do not depend on where the checkout, the tree or the build directory are.
 
@@ -13,8 +13,8 @@ API (after ``env.Tool('ggml_dso')``):
               lib_dirs=(), stub_dirs=(), link_prefix_maps=None) -> Node``
     Links ``objects`` + the ggml core into
     ``$BACKEND_DIST_DIR/llamafile/<backend>/$LLAMAFILE_VERSION/ggml-<backend>.so`` and returns that node;
-    ``spec`` is the backend's ``opencoti_build.backends.Backend``.
-    - The ggml core: ``opencoti_build.sources.core_sources($SRC)`` (GGML_CORE_SOURCES) compiled with the
+    ``spec`` is the backend's ``opencoti_build.gpu.backends.Backend``.
+    - The ggml core: ``opencoti_build.tree.sources.core_sources($SRC)`` (GGML_CORE_SOURCES) compiled with the
       host gcc/g++ as position-independent objects under ``$BUILD_DIR/backends/ggml-core/``, once per build
       however many backends link it. Every DSO links its own copy because cosmo_dlopen cannot resolve
       symbols from the host process.
@@ -24,9 +24,9 @@ API (after ``env.Tool('ggml_dso')``):
       drivers, nvcc passes ``('-Xcompiler=-static-libstdc++,-static-libgcc',)``.
     - ``archs``: the names the build asked for, in ``spec.built_names``' spelling; the link fails if any is missing.
     - ``lib_dirs``/``stub_dirs``: extra directories to resolve DT_NEEDED in (see opencoti_build.formats.elfcheck).
-    - ``link_prefix_maps``: the linker's -ffile-prefix-map words (opencoti_build.prefix_maps); default the
+    - ``link_prefix_maps``: the linker's -ffile-prefix-map words (opencoti_build.cosmo.prefix_maps); default the
       gcc/clang spelling, nvcc passes its ``-Xcompiler=`` one (``$NVCCPREFIXMAPS``).
-    The link writes ``opencoti_build.dso_verification.staged_path(output)``; it is renamed to the output
+    The link writes ``opencoti_build.gpu.dso_verification.staged_path(output)``; it is renamed to the output
     only after ``verification_error`` finds nothing (the rules: that module). It also defines:
     - the mirror ``$HOME/.llamafile/v/<ver>/ggml-<backend>.so`` (byte-identical copy; HOME from ``env['ENV']``),
     - the alias ``<backend>`` (output + mirror + a check, run on every build of the alias, that WARNs

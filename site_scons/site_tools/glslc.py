@@ -1,6 +1,6 @@
 """SCons tool ``glslc``: GLSL compute shaders -> SPIR-V, and SPIR-V embedded into C++.
 
-Nothing runs when the tool is loaded: glslc is found by ``opencoti_build.toolchains.vulkan.probe``,
+Nothing runs when the tool is loaded: glslc is found by ``opencoti_build.gpu.toolchains.vulkan.probe``,
 called only for a requested Vulkan build; ``env.UseToolchain(found)`` then points the environment at it.
 
 - ``env.Spirv(target, source, GLSLDEFINES=[...])``: one ``.comp`` -> one ``.spv`` with
@@ -29,16 +29,16 @@ import SCons.Errors
 from SCons.Builder import Builder
 from SCons.Environment import Base as Environment
 
-from opencoti_build import toolchains
 from opencoti_build.formats import spirv
-from opencoti_build.toolchains import vulkan
+from opencoti_build.gpu import toolchains
+from opencoti_build.gpu.toolchains import vulkan
 from opencoti_scons.include_scanner import include_scanner
 
 BASE_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.2", "-O")
 
 
 def use_toolchain(env: Environment, found: vulkan.GlslcToolchain) -> None:
-    """Compile shaders with ``found`` (from ``opencoti_build.toolchains.vulkan.probe``)."""
+    """Compile shaders with ``found`` (from ``opencoti_build.gpu.toolchains.vulkan.probe``)."""
     env["GLSLC"] = found.glslc
     env["BACKEND_TOOLCHAIN"] = found
 

@@ -1,11 +1,11 @@
 """SCons tool ``hipcc``: compile ggml-cuda's ``.cu`` sources as HIP for AMD GPUs.
 
 Nothing runs when the tool is loaded: hipcc is found and interrogated by
-``opencoti_build.toolchains.rocm.probe``, called only for a requested ROCm build;
+``opencoti_build.gpu.toolchains.rocm.probe``, called only for a requested ROCm build;
 ``env.UseToolchain(found)`` then points the environment at it.
 
 ``env.HipObject(target, source)`` compiles one ``.cu`` with ``$HIPCC -x hip`` for every target in
-``$HIP_OFFLOAD_ARCHS`` (the caller fills it from ``opencoti_build.rocm_archs.select_archs``), with
+``$HIP_OFFLOAD_ARCHS`` (the caller fills it from ``opencoti_build.gpu.rocm_archs.select_archs``), with
 ``#include`` dependencies of ``.cu``/``.cuh`` tracked through ``CPPPATH`` (the shared opencoti_scons/include_scanner.py);
 the builder's emitter registers each object in the compile database when the compiledb tool is loaded.
 
@@ -24,9 +24,11 @@ import SCons.Subst
 from SCons.Builder import Builder
 from SCons.Environment import Base as Environment
 
-from opencoti_build import compdb, launchers, toolchains
-from opencoti_build.prefix_maps import prefix_maps
-from opencoti_build.toolchains import rocm
+from opencoti_build.cache import launchers
+from opencoti_build.cosmo.prefix_maps import prefix_maps
+from opencoti_build.gpu import toolchains
+from opencoti_build.gpu.toolchains import rocm
+from opencoti_build.report import compdb
 from opencoti_scons.include_scanner import include_scanner
 
 BASE_FLAGS = ("-O2", "-fPIC", "-std=c++17")
@@ -34,7 +36,7 @@ BASE_DEFINES = ("GGML_USE_HIP=1", "GGML_HIP_NO_VMM=1", "GGML_USE_TINYBLAS=1")
 
 
 def use_toolchain(env: Environment, found: rocm.HipToolchain) -> None:
-    """Compile with ``found`` (from ``opencoti_build.toolchains.rocm.probe``), in the environment it was probed in."""
+    """Compile with ``found`` (from ``opencoti_build.gpu.toolchains.rocm.probe``), in the environment it was probed in."""
     env["HIPCC"] = found.hipcc
     env["ENV"] = dict(found.environ)
     if found.offload_compress:
@@ -56,11 +58,11 @@ def generate(env: Environment) -> None:
         HIPCCFLAGS=list(BASE_FLAGS),
         HIP_OFFLOAD_ARCHS=[],
         _HIP_ARCH_FLAGS="${_concat('--offload-arch=', HIP_OFFLOAD_ARCHS, '', __env__)}",
-        # -ffile-prefix-map (opencoti_build.prefix_maps): __FILE__ and debug info, host and device, name no
+        # -ffile-prefix-map (opencoti_build.cosmo.prefix_maps): __FILE__ and debug info, host and device, name no
         # checkout, SRC or BUILD_DIR path
         HIPCCPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in
                          prefix_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))],
-        # CCWRAPPER in front of hipcc, outside the signature (opencoti_build.launchers)
+        # CCWRAPPER in front of hipcc, outside the signature (opencoti_build.cache.launchers)
         HIPCCCOM=launchers.prefixed("$HIPCC -x hip -c -o $TARGET $HIPCCFLAGS $HIPCCPREFIXMAPS $_HIP_ARCH_FLAGS "
                                     "$_CPPDEFFLAGS $_CPPINCFLAGS $SOURCES", "hipcc"),
         **launchers.construction_vars("", []),

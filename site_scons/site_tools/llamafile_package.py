@@ -1,14 +1,14 @@
-"""SCons glue over opencoti_build.packaging: env.LlamafileArtifact(...) and env.LlamafileVerify(...).
+"""SCons glue over opencoti_build.artifacts.packaging: env.LlamafileArtifact(...) and env.LlamafileVerify(...).
 
 Every input is either a file node (content-tracked) or part of a Value node, so an artifact is
 rewritten only when something it is made of changes; the manifest has its own Value (git commit,
 patch series, toolchains) and is rewritten alone when only those change. Each also depends on the
-files of the code that writes it (ARTIFACT_CODE, MANIFEST_CODE: opencoti_build.import_closure).
+files of the code that writes it (ARTIFACT_CODE, MANIFEST_CODE: opencoti_build.incremental.import_closure).
 
 The model is read once per packaging, by the packager (docs/packaging.md, "Reading the model
 once"): the package environment's decider takes a model whose stamp changed as changed without
 hashing it, and the signatures SCons records for the model and the artifact are the SHA-256s the
-packager computed (opencoti_build.file_digests), so SCons reads neither file.
+packager computed (opencoti_build.cache.file_digests), so SCons reads neither file.
 
 Construction variables read: ``BACKEND_DIST_DIR`` and ``ENV`` (``HOME``) by ``verify``. Sets the
 package environment's decider.

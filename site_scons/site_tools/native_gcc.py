@@ -1,8 +1,8 @@
 """SCons tool: the native-ELF lane's compiles and links with this machine's gcc/g++ (native/SConscript).
 
-Load it on a clone of the base env that sets NATIVE_LLAMACPP (the checkout, opencoti_build.native_lane
+Load it on a clone of the base env that sets NATIVE_LLAMACPP (the checkout, opencoti_build.native.native_lane
 .llamacpp_dir) and NATIVE_OUT (the lane's output directory); the rules over the source description
-are opencoti_build.native_lane's, the per-package flags opencoti_build.package_flags'. Reading the
+are opencoti_build.native.native_lane's, the per-package flags opencoti_build.tree.package_flags'. Reading the
 lane writes nothing (``scons -n`` included): the checkout is read where it is.
 
 Builders: ``NativeObject`` (``.o``) and ``NativeSharedObject`` (``.os``), one C or C++ compile each,
@@ -27,7 +27,7 @@ Loading the tool raises webui.WebUiError for a checkout with part of the web UI'
 for a NATIVE_LINKER this machine lacks.
 
 Construction variables read: NATIVE_LLAMACPP, NATIVE_OUT, SRC, BUILD_DIR (the prefix maps), VERBOSE,
-CPU_ONLY, FA_ALL_QUANTS, NATIVE_LINKER (opencoti_build.native_lane.linker_flags), ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none),
+CPU_ONLY, FA_ALL_QUANTS, NATIVE_LINKER (opencoti_build.native.native_lane.linker_flags), ENV, CCWRAPPER_ARGV (the launcher, SConstruct; default none),
 CCWRAPPER_MAPS_VIA_PREPROCESSOR. Sets: CC, CXX, LINK, SHLINK, CCFLAGS, CXXFLAGS, CPPFLAGS, CPPDEFINES,
 CPPPATH, IQUOTEPATH, ISYSTEMPATH, _IQUOTEFLAGS, _ISYSTEMFLAGS, LINKFLAGS, SHLINKFLAGS, ARFLAGS,
 CCCOM, CXXCOM, SHCCCOM and SHCXXCOM behind the launcher,
@@ -44,7 +44,11 @@ import SCons.Builder
 from SCons.Defaults import SharedObjectEmitter, StaticObjectEmitter
 from SCons.Script import Action
 
-from opencoti_build import launchers, native_lane, prefix_maps, sources, steplines, webui
+from opencoti_build.cache import launchers
+from opencoti_build.cosmo import prefix_maps
+from opencoti_build.native import native_lane
+from opencoti_build.report import steplines
+from opencoti_build.tree import sources, webui
 from opencoti_scons.compile_maps import compile_maps
 from opencoti_scons.native_builders import (
     native_cuda_library,
@@ -84,7 +88,7 @@ def generate(env: Any) -> None:
     )
     env.Replace(**steplines.short_forms(steplines.NATIVE, env["VERBOSE"]))  # VERBOSE=1: the commands
     env.SetDefault(**launchers.construction_vars("", []))
-    for com in COMPILE_COMMANDS:  # CCWRAPPER before gcc/g++, outside the signature (opencoti_build.launchers)
+    for com in COMPILE_COMMANDS:  # CCWRAPPER before gcc/g++, outside the signature (opencoti_build.cache.launchers)
         env[com] = launchers.prefixed(env[com])
     env["BUILDERS"]["NativeObject"] = object_builder("CCCOM", "CXXCOM", ".o", StaticObjectEmitter)
     env["BUILDERS"]["NativeSharedObject"] = object_builder("SHCCCOM", "SHCXXCOM", ".os", SharedObjectEmitter)

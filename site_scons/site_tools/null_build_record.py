@@ -1,4 +1,4 @@
-"""SCons tool: the build's side of the null build's record (opencoti_build/null_build.py).
+"""SCons tool: the build's side of the null build's record (opencoti_build/incremental/null_build.py).
 
 Notes, for the recorder SConstruct started, the top-level targets in the order a null build says "is up
 to date" of them, refuses a graph with a step that always runs (it would run on a null build too), and
@@ -15,7 +15,7 @@ from typing import Any
 
 import SCons.Script
 
-from opencoti_build.null_build import Recorder
+from opencoti_build.incremental.null_build import Recorder
 from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun
 

@@ -1,6 +1,6 @@
 """SCons tool ``nvcc``: compile ``.cu`` translation units with NVIDIA's nvcc.
 
-Nothing runs when the tool is loaded: the toolkit is found by ``opencoti_build.toolchains.cuda.probe``,
+Nothing runs when the tool is loaded: the toolkit is found by ``opencoti_build.gpu.toolchains.cuda.probe``,
 called only by a lane that builds CUDA code (backends/SConscript for ``cuda``, the native lane), so a
 null host build never runs nvcc; ``env.UseToolchain(toolkit)`` then points the environment at it.
 
@@ -26,8 +26,11 @@ import SCons.Subst
 from SCons.Builder import Builder
 from SCons.Script import Action
 
-from opencoti_build import compdb, launchers, prefix_maps, toolchains
-from opencoti_build.toolchains import cuda
+from opencoti_build.cache import launchers
+from opencoti_build.cosmo import prefix_maps
+from opencoti_build.gpu import toolchains
+from opencoti_build.gpu.toolchains import cuda
+from opencoti_build.report import compdb
 from opencoti_scons.compile_maps import compile_maps
 from opencoti_scons.include_scanner import include_scanner
 
@@ -35,7 +38,7 @@ CUDA_SUFFIXES = (".cu", ".cuh")
 
 
 def use_toolchain(env: Any, toolkit: cuda.CudaToolkit) -> None:
-    """Compile with ``toolkit`` (from ``opencoti_build.toolchains.cuda.probe``) for the architectures it was asked."""
+    """Compile with ``toolkit`` (from ``opencoti_build.gpu.toolchains.cuda.probe``) for the architectures it was asked."""
     env["NVCC"] = toolkit.nvcc
     env["CUDA_ARCH_LIST"] = list(toolkit.arch_names)
     env["CUDA_GENCODE"] = list(toolkit.gencode)
@@ -78,7 +81,7 @@ def generate(env: Any) -> None:
     # a tool-less base env has _CPPDEFFLAGS/_CPPINCFLAGS but not the prefixes they expand with
     env.SetDefault(NVCC="nvcc", NVCCFLAGS=[], CUDA_GENCODE=[], INCPREFIX="-I", INCSUFFIX="",
                    CPPDEFPREFIX="-D", CPPDEFSUFFIX="")
-    # Path-independent objects (opencoti_build.prefix_maps): the host compiler's -ffile-prefix-map (nvcc
+    # Path-independent objects (opencoti_build.cosmo.prefix_maps): the host compiler's -ffile-prefix-map (nvcc
     # preprocesses host and device code with it: __FILE__, debug info), cudafe++/cicc told the source's
     # mapped name (they hash its absolute path into anonymous-namespace and static names), and
     # $NVCC_REPRODUCIBLE (UseToolchain): intermediates named after the object, not tmpxft_<pid>, the host
@@ -90,7 +93,7 @@ def generate(env: Any) -> None:
     env["NVCCPREFIXMAPS"] = "${_nvcc_prefix_maps(NVCC_PATH_MAPS)}"
     env["_NVCCCOMPILEMAPS"] = compile_maps("NVCC_PATH_MAPS", nvcc=True, per_target=_host_intermediate)
     env.SetDefault(**launchers.construction_vars("", []))
-    # CCWRAPPER in front of nvcc, outside the signature (opencoti_build.launchers)
+    # CCWRAPPER in front of nvcc, outside the signature (opencoti_build.cache.launchers)
     env["NVCCCOM"] = launchers.prefixed("$NVCC -c $NVCCFLAGS $_NVCCCOMPILEMAPS $NVCC_REPRODUCIBLE "
                                         "${_nvcc_source_name(SOURCES, NVCC_PATH_MAPS)} "
                                         "$CUDA_GENCODE $_CPPDEFFLAGS $_CPPINCFLAGS -o $TARGET $SOURCES", "nvcc")

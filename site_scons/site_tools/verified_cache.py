@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opencoti_build import remote_cache
+from opencoti_build.cache import remote_cache
 from opencoti_scons import cachedir, engine
 from opencoti_scons.progress import BuildRun
 

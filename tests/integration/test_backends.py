@@ -1,4 +1,4 @@
-"""opencoti_build.backends: the registry every part of the build reads, and its device-code readers."""
+"""opencoti_build.gpu.backends: the registry every part of the build reads, and its device-code readers."""
 from __future__ import annotations
 
 import subprocess
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import backends, binary_report, manifest
+from opencoti_build.artifacts import binary_report, manifest
 from opencoti_build.formats import spirv
+from opencoti_build.gpu import backends
 
 from scons_runs import MINI_TREE, scons_command
 
@@ -47,5 +48,5 @@ def test_reading_every_sconscript_loads_no_elf_reader(tmp_path: Path) -> None:
     proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, env=env)
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert proc.returncode == 1, proc.stdout + proc.stderr  # not current: nothing is built yet
-    assert "opencoti_build.dso_verification" in imported, "the backends' SConscript was not read"
+    assert "opencoti_build.gpu.dso_verification" in imported, "the backends' SConscript was not read"
     assert "lief" not in imported

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import sources, summary, targets
+from opencoti_build.config import targets
+from opencoti_build.report import summary
+from opencoti_build.tree import sources
 
 from packaging_support import write_gguf
 from scons_runs import MINI_TREE, PROJECT, scons
@@ -175,7 +177,7 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
      "{in}/badver/llamafile/version.h defines no LLAMAFILE_PATCH; expected '#define LLAMAFILE_PATCH <n>'"),
     ("tree-missing-ggml-c", ("SRC={broken}",),
      "SRC={broken} lacks llama.cpp/ggml/src/ggml.c, a ggml core source (GGML_CORE_SOURCES in "
-     "site_scons/opencoti_build/sources.py); restore it (`scons apply` for the vendored tree) or point SRC= at a "
+     "site_scons/opencoti_build/tree/sources.py); restore it (`scons apply` for the vendored tree) or point SRC= at a "
      "complete llamafile tree"),
     ("tree-without-a-package", ("SRC={bare}",),
      "SRC={bare} has no sources of package 'llamafile' (expected llamafile/bestline.c); "
@@ -281,7 +283,7 @@ def test_args_against_a_host_this_run_builds_is_checked_before_either_artifact_i
 
 def _no_twin_toolchain(root: Path) -> Path:
     """A COSMOCC whose driver compiles with the stand-in, then throws the .aarch64 twin away."""
-    from opencoti_build.cosmo_toolchain import SHIM_DIR
+    from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR
 
     for tool in ("cosmocc", "cosmoc++", "ar.ape"):
         script = write(root / "bin" / tool, f"""#!{sys.executable}

@@ -1,4 +1,4 @@
-"""The build lock (opencoti_build.build_lock) on its own: who waits, who refuses, a lock that is lost."""
+"""The build lock (opencoti_build.incremental.build_lock) on its own: who waits, who refuses, a lock that is lost."""
 from __future__ import annotations
 
 import subprocess
@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import build_lock
 from opencoti_build.errors import UserError
+from opencoti_build.incremental import build_lock
 
 from scons_runs import PROJECT
 
 HOLD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {site!r})
-    from opencoti_build import build_lock
+    from opencoti_build.incremental import build_lock
     build_lock.acquire(sys.argv[1])
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
@@ -57,7 +57,7 @@ def test_a_child_given_the_lock_keeps_it_after_its_parent_dies(tmp_path: Path) -
     parent = textwrap.dedent(f"""
         import subprocess, sys
         sys.path.insert(0, {str(PROJECT / 'site_scons')!r})
-        from opencoti_build import build_lock
+        from opencoti_build.incremental import build_lock
         build_lock.acquire({str(tmp_path / 'b')!r})
         # the child's output away from the pipe run() reads: else run() returns only at its exit, racing
         # the lock's release

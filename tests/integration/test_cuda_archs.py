@@ -4,7 +4,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from opencoti_build import summary
+from opencoti_build.report import summary
 
 from scons_runs import MINI_TREE, scons
 

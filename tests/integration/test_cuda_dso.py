@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import summary
 from opencoti_build.formats import nvfatbin
+from opencoti_build.report import summary
 
 from scons_runs import MINI_TREE, NVCC13_ROOT, dso_paths, scons
 
@@ -96,7 +96,7 @@ def test_missing_core_source_fails_naming_the_symbol(tree: Path, tmp_path: Path)
     proc = cuda_build(tree, tmp_path, check=False)
     assert proc.returncode != 0
     assert ("ggml-cuda.so: undefined symbol dequantize_row_turbo2_0 provided by no DT_NEEDED library; add the ggml "
-            "core source defining it to GGML_CORE_SOURCES in site_scons/opencoti_build/sources.py") in proc.stderr
+            "core source defining it to GGML_CORE_SOURCES in site_scons/opencoti_build/tree/sources.py") in proc.stderr
     out_dir = dso_paths("cuda", tmp_path)[0].parent
     assert not out_dir.exists() or sorted(p.name for p in out_dir.iterdir()) == []
     assert not dso_paths("cuda", tmp_path)[1].exists()
@@ -146,7 +146,7 @@ def test_host_build_reads_no_backend(tmp_path: Path) -> None:
 
 
 def test_cublas_build_links_cublas_instead_of_tinyblas(tmp_path: Path) -> None:
-    from opencoti_build import cublas
+    from opencoti_build.gpu import cublas
 
     if cublas.find_any(str(NVCC13_ROOT), 13) is None:
         pytest.skip("no cuBLAS 13 in the toolkit or the nvidia-cublas wheel")

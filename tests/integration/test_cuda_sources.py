@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from opencoti_build import errors
-from opencoti_build.cuda_sources import cuda_defines
-from opencoti_build.toolchains import cuda
+from opencoti_build.gpu.cuda_sources import cuda_defines
+from opencoti_build.gpu.toolchains import cuda
 
 from native_support import sdist_llamacpp
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opencoti_build import diagnostics
+from opencoti_build.cosmo import diagnostics
 
 from scons_runs import PROJECT
 

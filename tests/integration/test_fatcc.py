@@ -8,7 +8,7 @@ from pathlib import Path
 import lief
 import pytest
 
-from opencoti_build.cosmo_toolchain import SHIM_DIR
+from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR
 
 COSMOCC = str(SHIM_DIR / "bin" / "cosmocc")
 COSMOCXX = str(SHIM_DIR / "bin" / "cosmoc++")

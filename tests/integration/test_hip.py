@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import rocm_archs, summary
 from opencoti_build.formats import hipbundle
-from opencoti_build.toolchains import ToolchainBroken
-from opencoti_build.toolchains import rocm as rocm_toolchain
+from opencoti_build.gpu import rocm_archs
+from opencoti_build.gpu.toolchains import ToolchainBroken
+from opencoti_build.gpu.toolchains import rocm as rocm_toolchain
+from opencoti_build.report import summary
 
 from scons_runs import PROJECT, dso_paths, scons
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import lief
 import SCons.dblite
 
-from opencoti_build import summary
+from opencoti_build.report import summary
 
 from scons_runs import MINI_TREE, MINI_VERSION, PROJECT, compiled, scons
 
@@ -163,7 +163,7 @@ def test_changing_one_groups_flags_recompiles_that_group_only(tree: Path, tmp_pa
     shutil.copytree(PROJECT / "vendors", project / "vendors", ignore=shutil.ignore_patterns("sources", "dist"))
     build = tmp_path / "b"
     scons(f"SRC={tree}", "CACHE_DIR=", build=build, project=project)
-    description = project / "site_scons/opencoti_build/sources.py"
+    description = project / "site_scons/opencoti_build/tree/sources.py"
     text = description.read_text()
     marker = 'name="common",'
     assert marker in text
@@ -263,7 +263,7 @@ def test_help_lists_targets_and_variables_with_defaults(tmp_path: Path) -> None:
 
 
 def test_cosmocc_dir_is_used_when_given_and_checked(tmp_path: Path) -> None:
-    from opencoti_build.cosmo_toolchain import SHIM_DIR
+    from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR
 
     fake = tmp_path / "cosmocc"
     shutil.copytree(SHIM_DIR, fake / "site_scons/cosmocc_shim", symlinks=True)

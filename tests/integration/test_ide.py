@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import compdb, summary
+from opencoti_build.report import compdb, summary
 
 from scons_runs import MINI_TREE, PROJECT, compiled, scons
 

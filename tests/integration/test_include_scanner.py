@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opencoti_build import sources
+from opencoti_build.tree import sources
 
 from scons_runs import MINI_TREE, PROJECT
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import binary_report, manifest
+from opencoti_build.artifacts import binary_report, manifest
 
 from scons_runs import PROJECT
 

@@ -1,11 +1,12 @@
-"""opencoti_build.launchers without SCons: finding a launcher, its environment, its counters; the stand-in
+"""opencoti_build.cache.launchers without SCons: finding a launcher, its environment, its counters; the stand-in
 driver running each half of a fat compile behind it."""
 from __future__ import annotations
 
 import stat
 from pathlib import Path
 
-from opencoti_build import fatcc, launchers
+from opencoti_build.cache import launchers
+from opencoti_build.cosmo import fatcc
 
 
 def executable(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:

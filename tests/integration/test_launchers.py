@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench import servers
-from opencoti_build import backends, dso_verification, summary
+from opencoti_build.gpu import backends, dso_verification
+from opencoti_build.report import summary
 
 from launcher_servers import distccd, sccache_dist, sccache_env, sccache_stats, sccache_stop, wait_dist_ready
 from scons_runs import MINI_TREE, NVCC13_ROOT, PROJECT, compiled, copy_checkout, dso_paths, scons

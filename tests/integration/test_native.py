@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import summary
+from opencoti_build.report import summary
 
 from native_support import DOWNLOAD, sdist_llamacpp
 from scons_runs import MINI_TREE, PROJECT, scons

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import summary, versioning
+from opencoti_build.config import versioning
+from opencoti_build.report import summary
 
 from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
 from scons_runs import MINI_TREE, PROJECT, dso_paths, scons, scons_command

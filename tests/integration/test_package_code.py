@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opencoti_build import summary
+from opencoti_build.report import summary
 
 from packaging_support import PLEDGE, as_llamafile
 from scons_runs import MINI_TREE, MINI_VERSION, copy_checkout, scons

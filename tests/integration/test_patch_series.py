@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import patch_series
+from opencoti_build.tree import patch_series
 
 from vendored_tree import DEFAULT_OUTER, diff, file_protocol_env, git, lines, make_tree, snapshot
 

@@ -1,4 +1,4 @@
-"""opencoti_build.prefix_maps: the one list of -ffile-prefix-map flags every compile and link takes."""
+"""opencoti_build.cosmo.prefix_maps: the one list of -ffile-prefix-map flags every compile and link takes."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.prefix_maps import gcc_flags, nvcc_flags, path_maps, prefix_maps
+from opencoti_build.cosmo.prefix_maps import gcc_flags, nvcc_flags, path_maps, prefix_maps
 
 from scons_runs import PROJECT
 

@@ -1,4 +1,4 @@
-"""The pinned sources and the provisioned cosmocc (opencoti_build.provision), against a loopback server."""
+"""The pinned sources and the provisioned cosmocc (opencoti_build.config.provision), against a loopback server."""
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import provision, upstream_pin
-from opencoti_build.cosmo_toolchain import SHIM_DIR
+from opencoti_build.config import provision, upstream_pin
+from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR
 
 from scons_runs import MINI_TREE, PROJECT, scons
 

@@ -1,4 +1,4 @@
-"""The Redis tier of the object cache: opencoti_build.remote_cache on its own, then whole builds of the
+"""The Redis tier of the object cache: opencoti_build.cache.remote_cache on its own, then whole builds of the
 miniature tree against a redis-server this module starts on 127.0.0.1 (a free port) and stops by PID."""
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench import servers
-from opencoti_build import cache_entry, remote_cache, summary
+from opencoti_build.cache import cache_entry, remote_cache
+from opencoti_build.report import summary
 
 from scons_runs import MINI_TREE, copy_checkout, scons, scons_command
 

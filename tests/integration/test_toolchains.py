@@ -1,4 +1,4 @@
-"""opencoti_build.toolchains: where nvcc, hipcc and glslc are looked for, absent vs broken, and what CUDA DSOs link."""
+"""opencoti_build.gpu.toolchains: where nvcc, hipcc and glslc are looked for, absent vs broken, and what CUDA DSOs link."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from opencoti_build import errors
-from opencoti_build.toolchains import ToolchainBroken, cuda, vulkan
+from opencoti_build.gpu.toolchains import ToolchainBroken, cuda, vulkan
 
 from samples import program
 

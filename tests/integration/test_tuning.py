@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from opencoti_build import summary, tuning
+from opencoti_build.cosmo import tuning
+from opencoti_build.report import summary
 
 from scons_runs import MINI_TREE, scons
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import vulkan_shaders
 from opencoti_build.formats import spirv
+from opencoti_build.gpu import vulkan_shaders
 
 from scons_runs import dso_paths, scons
 

@@ -1,4 +1,4 @@
-"""The server's web UI (opencoti_build.webui): compiled in when tools/server/public/ has the assets."""
+"""The server's web UI (opencoti_build.tree.webui): compiled in when tools/server/public/ has the assets."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from opencoti_build import summary, webui
+from opencoti_build.report import summary
+from opencoti_build.tree import webui
 
 from native_support import free_port
 from samples import WEBUI_ASSETS, give_webui_assets

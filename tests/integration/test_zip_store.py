@@ -1,4 +1,4 @@
-"""The thin binary's own zip store: the tree files llamafile/*.c open as /zip/<path> (opencoti_build.zip_sources)."""
+"""The thin binary's own zip store: the tree files llamafile/*.c open as /zip/<path> (opencoti_build.tree.zip_sources)."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,9 @@ import re
 import zipfile
 from pathlib import Path
 
-from opencoti_build import summary, zip_sources
 from opencoti_build.formats import zipappend
+from opencoti_build.report import summary
+from opencoti_build.tree import zip_sources
 
 from packaging_support import FILE_ELF, copy_exe, run, write_gguf
 from scons_runs import MINI_TREE, compiled, scons

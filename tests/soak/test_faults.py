@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bench import servers
-from opencoti_build import cache_entry, remote_cache
+from opencoti_build.cache import cache_entry, remote_cache
 
 from packaging_support import write_gguf
 from scons_runs import MINI_TREE, PROJECT, copy_checkout, scons, scons_command

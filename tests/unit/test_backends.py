@@ -1,4 +1,4 @@
-"""opencoti_build.backends: the registry every part of the build reads, and its device-code readers.
+"""opencoti_build.gpu.backends: the registry every part of the build reads, and its device-code readers.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_backends.py.
 """
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opencoti_build import backends, targets
+from opencoti_build.config import targets
+from opencoti_build.gpu import backends
 
 
 def test_build_order_and_names_are_the_registry_s() -> None:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import buildvars, errors, fatcc
+from opencoti_build import errors
+from opencoti_build.config import buildvars
+from opencoti_build.cosmo import fatcc
 
 
 def test_the_same_epoch_rule_everywhere() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import fattree, realbench, report, sharedbench  # noqa: E402
-from opencoti_build import sources  # noqa: E402
+from opencoti_build.tree import sources  # noqa: E402
 
 
 def test_generated_tree_is_built_from_the_package_table(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The build lock (opencoti_build.build_lock) on its own: who waits, who refuses, a lock that is lost.
+"""The build lock (opencoti_build.incremental.build_lock) on its own: who waits, who refuses, a lock that is lost.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_build_lock.py.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit
 from pathlib import Path
 
-from opencoti_build import build_lock
+from opencoti_build.incremental import build_lock
 
 
 def test_a_removed_lock_file_is_noticed(tmp_path: Path, capsys) -> None:

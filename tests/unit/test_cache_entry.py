@@ -1,4 +1,4 @@
-"""The verified cache's entry format and its path-neutral key text (opencoti_build.cache_entry)."""
+"""The verified cache's entry format and its path-neutral key text (opencoti_build.cache.cache_entry)."""
 from __future__ import annotations
 
 import hashlib
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import cache_entry
+from opencoti_build.cache import cache_entry
 
 
 def test_an_entry_restores_its_bytes_and_refuses_any_change(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from opencoti_build import cuda_archs
-from opencoti_build.cuda_archs import CudaArch, CudaArchError, gencode_flags, selected_archs
+from opencoti_build.gpu import cuda_archs
+from opencoti_build.gpu.cuda_archs import CudaArch, CudaArchError, gencode_flags, selected_archs
 
 NVCC_13_VERSION = """nvcc: NVIDIA (R) Cuda compiler driver
 Copyright (c) 2005-2025 NVIDIA Corporation

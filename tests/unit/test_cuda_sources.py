@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.cuda_sources import CUDA_DIR, INSTANCES_DIR, cuda_defines, cuda_sources
+from opencoti_build.gpu.cuda_sources import CUDA_DIR, INSTANCES_DIR, cuda_defines, cuda_sources
 
 OLD_FATTN = "#ifdef GGML_CUDA_FA_ALL_QUANTS\n#endif\n"
 NEW_FATTN = "#define CASE(K, V) if constexpr (GGML_CUDA_FA_##K##_##V) {}\n"

@@ -4,7 +4,7 @@ In-process checks of the core here; the real builds and tools: tests/integration
 """
 from __future__ import annotations
 
-from opencoti_build import diagnostics
+from opencoti_build.cosmo import diagnostics
 
 
 def test_merge_keeps_gccs_form_so_problem_matchers_read_it() -> None:

@@ -1,4 +1,4 @@
-"""opencoti_build.file_digests: a digest is given back only while the file keeps the stat identity it was
+"""opencoti_build.cache.file_digests: a digest is given back only while the file keeps the stat identity it was
 taken with; any write, truncation, chmod or replacement moves that identity, and the file is read again."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import file_digests
+from opencoti_build.cache import file_digests
 
 DATA = bytes(range(256)) * ((9 << 20) // 256 + 7)  # over two read chunks, not a multiple of one
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import errors, rocm_archs
-from opencoti_build.toolchains import ToolchainBroken
-from opencoti_build.toolchains import rocm as rocm_toolchain
+from opencoti_build import errors
+from opencoti_build.gpu import rocm_archs
+from opencoti_build.gpu.toolchains import ToolchainBroken
+from opencoti_build.gpu.toolchains import rocm as rocm_toolchain
 
 # Debian bookworm's ROCm 5.2: clang 15 knows gfx1100-1103 but has no gfx942; device libs stop at gfx1036.
 DEBIAN = rocm_archs.RocmSupport(

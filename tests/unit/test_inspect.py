@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import binary_report
+from opencoti_build.artifacts import binary_report
 
 
 def families(text: str) -> list[binary_report.Family]:

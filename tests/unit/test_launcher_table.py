@@ -1,4 +1,4 @@
-"""opencoti_build.launchers without SCons: finding a launcher, its environment, its counters.
+"""opencoti_build.cache.launchers without SCons: finding a launcher, its environment, its counters.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_launcher_table.py.
 """
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import buildvars, launchers
+from opencoti_build.cache import launchers
+from opencoti_build.config import buildvars
 from opencoti_build.errors import UserError
 
 

@@ -1,12 +1,13 @@
-"""The core package's layout: its index names every module, and no module of it imports SCons."""
+"""The core package's layout: each package's index names every module, at most a dozen modules stay at the top, and
+no module of it imports SCons."""
 from __future__ import annotations
 
 import ast
+import importlib
 import pkgutil
 import re
 
 import opencoti_build
-from opencoti_build import formats
 
 
 def _indexed(package) -> set[str]:
@@ -17,9 +18,24 @@ def _modules(package) -> set[str]:
     return {m.name for m in pkgutil.iter_modules(package.__path__) if m.name != "__main__"}
 
 
-def test_the_package_index_names_every_module_and_no_other() -> None:
-    assert _indexed(opencoti_build) == _modules(opencoti_build)
-    assert _indexed(formats) == _modules(formats)
+def _packages() -> list:
+    found = [opencoti_build]
+    for info in pkgutil.walk_packages(opencoti_build.__path__, "opencoti_build."):
+        if info.ispkg:
+            found.append(importlib.import_module(info.name))
+    return found
+
+
+def test_every_package_index_names_every_module_and_no_other() -> None:
+    packages = _packages()
+    assert len(packages) >= 11  # the packages by concern, formats and gpu.toolchains among them
+    for package in packages:
+        assert _indexed(package) == _modules(package), package.__name__
+
+
+def test_at_most_a_dozen_modules_stay_at_the_top() -> None:
+    top = [m for m in pkgutil.iter_modules(opencoti_build.__path__) if not m.ispkg]
+    assert 0 < len(top) <= 12
 
 
 def test_no_core_module_imports_scons() -> None:

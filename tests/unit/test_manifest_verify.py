@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import backends, cli, manifest, packaging, verify
-from opencoti_build.versioning import Identity
+from opencoti_build import cli
+from opencoti_build.artifacts import manifest, packaging, verify
+from opencoti_build.config.versioning import Identity
+from opencoti_build.gpu import backends
 
 from packaging_support import PLEDGE, as_llamafile, copy_exe, make_sparse, write_gguf
 from scons_runs import MINI_VERSION, dso_paths

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import cublas, native_lane, sources, templates
+from opencoti_build.config import templates
+from opencoti_build.gpu import cublas
+from opencoti_build.native import native_lane
+from opencoti_build.tree import sources
 
 from scons_runs import MINI_TREE
 

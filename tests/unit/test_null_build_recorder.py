@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import SCons
 
-from opencoti_build import null_build
+from opencoti_build.incremental import null_build
 
 RUNNING = null_build.interpreter(SCons.__version__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opencoti_build import import_closure
+from opencoti_build.incremental import import_closure
 
 PACKAGE_DIR = import_closure.PACKAGE_DIR
 
@@ -16,11 +16,12 @@ def relative(paths: list[Path]) -> set[str]:
 
 
 def test_closure_follows_imports_lazy_ones_and_packages_included() -> None:
-    files = relative(import_closure.source_files("opencoti_build.manifest"))
+    files = relative(import_closure.source_files("opencoti_build.artifacts.manifest"))
     # manifest -> backends (the registry) -> the readers it imports inside its functions
-    assert {"manifest.py", "backends.py", "versioning.py", "formats/nvfatbin.py", "formats/hipbundle.py",
-            "formats/spirv.py", "formats/__init__.py", "__init__.py"} <= files
-    assert "packaging.py" not in files and "provision.py" not in files
+    assert {"artifacts/manifest.py", "gpu/backends.py", "config/versioning.py", "formats/nvfatbin.py",
+            "formats/hipbundle.py", "formats/spirv.py", "formats/__init__.py", "artifacts/__init__.py",
+            "__init__.py"} <= files
+    assert "artifacts/packaging.py" not in files and "config/provision.py" not in files
 
 
 def test_modules_outside_the_package_are_not_followed(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
-"""opencoti_build.package_flags: one assembly of a package's flags, as both lanes compile them."""
+"""opencoti_build.tree.package_flags: one assembly of a package's flags, as both lanes compile them."""
 from __future__ import annotations
 
-from opencoti_build import native_lane, sources, webui
-from opencoti_build.package_flags import FileCompile, LaneDefaults, file_compile, package_flags
+from opencoti_build.native import native_lane
+from opencoti_build.tree import sources, webui
+from opencoti_build.tree.package_flags import FileCompile, LaneDefaults, file_compile, package_flags
 
 FAT = LaneDefaults(ccflags=("-O2", "-mclang"), cppflags=("-mcosmo",), iquote=(".",), target_arch=("-Xx86_64-mtune=x",))
 STAMPS = {"GGML_VERSION": "0.9.4", "GGML_COMMIT": "abc1234", "LLAMA_VERSION": "abc1234", "LLAMA_COMMIT": "abc1234"}

@@ -10,8 +10,8 @@ import gguf
 import numpy as np
 import pytest
 
-from opencoti_build import embed_args
-from opencoti_build.embed_args import ArgsError
+from opencoti_build.artifacts import embed_args
+from opencoti_build.artifacts.embed_args import ArgsError
 from opencoti_build.formats import gguf_model, host_strings
 from opencoti_build.formats.gguf_model import ModelError
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import patch_series
+from opencoti_build.tree import patch_series
 
 PATCH = """From 1 Mon Sep 17 00:00:00 2001
 Subject: [PATCH] two files

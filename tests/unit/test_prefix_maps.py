@@ -1,4 +1,4 @@
-"""opencoti_build.prefix_maps: the one list of -ffile-prefix-map flags every compile and link takes.
+"""opencoti_build.cosmo.prefix_maps: the one list of -ffile-prefix-map flags every compile and link takes.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_prefix_maps.py.
 """
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.prefix_maps import gcc_flags, nvcc_flags, path_maps, prefix_maps, remap
+from opencoti_build.cosmo.prefix_maps import gcc_flags, nvcc_flags, path_maps, prefix_maps, remap
 
 
 def test_checkout_src_and_build_dir_map_general_to_specific() -> None:

@@ -10,7 +10,7 @@ import pytest
 import SCons.Node
 import SCons.Node.FS
 
-from opencoti_build import summary
+from opencoti_build.report import summary
 from opencoti_scons.progress import BuildRun, counted
 
 

@@ -1,4 +1,4 @@
-"""The pinned sources and the provisioned cosmocc (opencoti_build.provision): one-line refusals.
+"""The pinned sources and the provisioned cosmocc (opencoti_build.config.provision): one-line refusals.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_provision.py.
 """
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import buildvars, provision, upstream_pin
+from opencoti_build.config import buildvars, provision, upstream_pin
 
 from scons_runs import PROJECT
 

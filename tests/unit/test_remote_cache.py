@@ -1,4 +1,4 @@
-"""The Redis tier of the object cache: opencoti_build.remote_cache on its own (URLs, values, counters, timeouts).
+"""The Redis tier of the object cache: opencoti_build.cache.remote_cache on its own (URLs, values, counters, timeouts).
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_remote_cache.py.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench import servers
-from opencoti_build import cache_entry, remote_cache
+from opencoti_build.cache import cache_entry, remote_cache
 from opencoti_build.errors import UserError
 
 

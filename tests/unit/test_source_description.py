@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import sources
+from opencoti_build.tree import sources
 
 from scons_runs import PROJECT
 

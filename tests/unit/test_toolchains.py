@@ -1,4 +1,4 @@
-"""opencoti_build.toolchains: where nvcc, hipcc and glslc are looked for, absent vs broken, and what CUDA DSOs link.
+"""opencoti_build.gpu.toolchains: where nvcc, hipcc and glslc are looked for, absent vs broken, and what CUDA DSOs link.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_toolchains.py.
 """
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.toolchains import ToolchainBroken, cuda, locate, vulkan
+from opencoti_build.gpu.toolchains import ToolchainBroken, cuda, locate, vulkan
 
 from samples import program
 

@@ -4,7 +4,8 @@ In-process checks of the core here; the real builds and tools: tests/integration
 """
 from __future__ import annotations
 
-from opencoti_build import sources, tuning
+from opencoti_build.cosmo import tuning
+from opencoti_build.tree import sources
 
 
 def test_each_variant_asks_for_upstreams_cpu() -> None:

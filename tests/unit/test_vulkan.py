@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from opencoti_build import errors
-from opencoti_build.toolchains import vulkan
+from opencoti_build.gpu.toolchains import vulkan
 
 pytestmark = pytest.mark.skipif(shutil.which("glslc") is None, reason="glslc not installed")
 

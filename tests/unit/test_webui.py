@@ -1,4 +1,4 @@
-"""The server's web UI (opencoti_build.webui): a part of the assets is one line.
+"""The server's web UI (opencoti_build.tree.webui): a part of the assets is one line.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_webui.py.
 """
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import webui
+from opencoti_build.tree import webui
 
 from samples import give_webui_assets
 

@@ -1,4 +1,4 @@
-"""The thin binary's own zip store (opencoti_build.zip_sources): which tree files it holds, bad names.
+"""The thin binary's own zip store (opencoti_build.tree.zip_sources): which tree files it holds, bad names.
 
 In-process checks of the core here; the real builds and tools: tests/integration/test_zip_store.py.
 """
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import zip_sources
+from opencoti_build.tree import zip_sources
 
 from scons_runs import MINI_TREE
 

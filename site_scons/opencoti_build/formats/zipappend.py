@@ -27,7 +27,7 @@ them; what is not caught is a write within the same kernel timestamp tick as the
 ms, as for make and Ninja) or a change through a shared mapping whose mtime the kernel has not yet
 updated. A file renamed over the input is not a change: the open file is read to its end, whole.
 ``on_digest`` hears each file read or written whole with its stat and SHA-256 (the build records
-them so that no one hashes a multi-GiB file again, see site_scons/opencoti_build/file_digests.py).
+them so that no one hashes a multi-GiB file again, see site_scons/opencoti_build/cache/file_digests.py).
 """
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path, PurePosixPath
 
-from opencoti_build import tempfiles
 from opencoti_build.errors import UserError
 from opencoti_build.formats.zipstore import (
     CENTRAL,
@@ -68,6 +67,7 @@ from opencoti_build.formats.zipstore import (
     method_name,
     read_zip_store,
 )
+from opencoti_build.incremental import tempfiles
 
 DEFAULT_ALIGN = 65536
 _CHUNK = 4 << 20
@@ -465,7 +465,7 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     """Write ``output`` = ``base`` + ``entries`` (stored, data aligned to ``align``) + one central directory.
 
     ``epoch`` (SOURCE_DATE_EPOCH) timestamps every new entry. The output is written beside
-    itself under a temporary name (opencoti_build.tempfiles), fsynced, and renamed into place, so a
+    itself under a temporary name (opencoti_build.incremental.tempfiles), fsynced, and renamed into place, so a
     failure while writing leaves any previous ``output`` untouched; ``before_replace`` runs just before
     the rename (the packager removes the old manifest there, so no manifest ever describes other bytes).
     The output's SHA-256 may finish after the rename: if it fails then, or the output is written to

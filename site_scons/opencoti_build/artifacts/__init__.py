@@ -1,0 +1,8 @@
+"""The .llamafile artifacts: packaging, MANIFEST.json, the embedder's .args, verify and inspect.
+
+- ``binary_report``: ``opencoti-build inspect FILE``: what a built DSO or host binary holds.
+- ``embed_args``: the embedder's ``.args``: the default, a parser, the check against the host binary.
+- ``manifest``: MANIFEST.json beside each artifact.
+- ``packaging``: the two artifacts of ``scons package``: names, contents, checks.
+- ``verify``: ``opencoti-build verify`` and ``pin``.
+"""

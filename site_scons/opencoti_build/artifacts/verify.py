@@ -1,0 +1,221 @@
+"""`opencoti-build verify ARTIFACT` and `opencoti-build pin ARTIFACT`.
+
+verify re-reads a packaged artifact and holds it against its MANIFEST.json: the whole file's
+sha256, then every zip entry (digest, data offset, alignment, stored), then each embedded DSO
+against the copies in vendors/dist and the runtime's ~/.llamafile cache. It prints what the
+seed's manual checklist printed (`unzip -l | grep ggml-`, `sha256sum`, `jq -r .sha256`).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from opencoti_build import project
+from opencoti_build.artifacts import manifest as manifests
+from opencoti_build.formats.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
+
+_CHUNK = 4 << 20
+PROJECT = project.ROOT
+PIN_ASSET = "opencoti-embedder.llamafile"
+
+
+@dataclass
+class Report:
+    """Problems make verify fail (one line each); notes are printed but do not."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(_CHUNK)
+        view = memoryview(buf)
+        while got := f.readinto(buf):
+            digest.update(view[:got])
+    return digest.hexdigest()
+
+
+def _stored_digest(f, offset: int, size: int) -> tuple[str, int]:
+    """(sha256, CRC-32) of ``size`` bytes at ``offset``: a stored entry's data, read in place."""
+    digest, crc = hashlib.sha256(), 0
+    f.seek(offset)
+    while size:
+        chunk = f.read(min(size, _CHUNK))
+        if not chunk:
+            break
+        digest.update(chunk)
+        crc = zlib.crc32(chunk, crc)
+        size -= len(chunk)
+    return digest.hexdigest(), crc
+
+
+def _member_sha256(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> str:
+    digest = hashlib.sha256()
+    with archive.open(info) as src:  # zipfile inflates and checks the CRC-32
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _unzip_l_line(info: zipfile.ZipInfo) -> str:
+    y, mo, d, h, mi, _ = info.date_time
+    return f"{info.file_size:>9}  {mo:02d}-{d:02d}-{y:04d} {h:02d}:{mi:02d}   {info.filename}"
+
+
+def _check_entries(artifact: Path, manifest: dict, report: Report) -> None:
+    align = int(manifest.get("align") or 1)
+    try:
+        store = read_zip_store(artifact)
+    except ZipStoreError as exc:
+        report.problems.append(str(exc))
+        return
+    expected = {e["name"]: e for e in manifest.get("entries", [])}
+    try:
+        archive = zipfile.ZipFile(artifact)
+    except (zipfile.BadZipFile, OSError) as exc:
+        report.problems.append(f"{artifact}: Python's zipfile cannot read it ({exc})")
+        return
+    with archive, open(artifact, "rb") as raw:
+        members = {i.filename: i for i in archive.infolist()}
+        report.lines.append(f"$ unzip -l {artifact} | grep ggml-")
+        report.lines += [_unzip_l_line(i) for i in members.values() if "ggml-" in i.filename]
+        for record in store.records:
+            want = expected.pop(record.name, None)
+            if want is None:
+                report.problems.append(f"{artifact}: entry {record.name!r} is not in the manifest")
+                continue
+            try:
+                offset = data_offset(raw, artifact, record, store.cd_offset)
+            except ZipStoreError as exc:
+                report.problems.append(str(exc))
+                continue
+            method = method_name(record.method)
+            if offset != want.get("offset"):
+                report.problems.append(f"{record.name}: data offset {offset}, manifest says {want.get('offset')}")
+            if want.get("appended") and offset % align:
+                report.problems.append(f"{record.name}: data offset {offset} is not a multiple of {align}")
+            if method != want.get("method") or (want.get("appended") and method != "stored"):
+                report.problems.append(f"{record.name}: method {method}, manifest says {want.get('method')}")
+            if record.size != want.get("size"):
+                report.problems.append(f"{record.name}: size {record.size}, manifest says {want.get('size')}")
+            if method == "stored":
+                digest, crc = _stored_digest(raw, offset, record.size)
+                if crc != record.crc32:
+                    report.problems.append(f"{record.name}: CRC-32 {crc:08x} does not match its zip record {record.crc32:08x}")
+            else:
+                try:
+                    digest = _member_sha256(archive, members[record.name])
+                except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error) as exc:
+                    report.problems.append(f"{record.name}: cannot read it back ({exc})")
+                    continue
+            if digest != want.get("sha256"):
+                report.problems.append(f"{record.name}: sha256 {digest}, manifest says {want.get('sha256')}")
+        report.problems += [f"{artifact}: manifest entry {name!r} is missing from the archive" for name in expected]
+
+
+def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Report) -> None:
+    version = manifest.get("llamafileVersion", "?")
+    for dso in manifest.get("dsos", []):
+        copies = (
+            ("vendors/dist", vendor_dist / "llamafile" / dso["backend"] / version / dso["name"]),
+            ("~/.llamafile mirror", home / ".llamafile" / "v" / version / dso["name"]),
+        )
+        for label, path in copies:
+            if not path.is_file():
+                report.notes.append(f"note: no {label} copy of {dso['name']} at {path}")
+            elif (digest := file_sha256(path)) != dso["sha256"]:
+                report.problems.append(f"{dso['name']}: {label} copy {path} has sha256 {digest}, the artifact {dso['sha256']}")
+
+
+def verify(artifact: Path, vendor_dist: Path, home: Path) -> Report:
+    """Check ``artifact`` against its MANIFEST.json; the report says what was found."""
+    report = Report()
+    manifest_file = manifests.manifest_path(artifact)
+    if not artifact.is_file():
+        report.problems.append(f"{artifact}: no such artifact; run `scons package`")
+        return report
+    try:
+        manifest = manifests.read(manifest_file)
+    except manifests.ManifestError as exc:
+        report.problems.append(str(exc))
+        return report
+    sha = file_sha256(artifact)
+    size = artifact.stat().st_size
+    _check_entries(artifact, manifest, report)
+    report.lines += [f"$ sha256sum {artifact}", f"{sha}  {artifact}",
+                     f"$ jq -r .sha256 {manifest_file}", str(manifest.get("sha256"))]
+    if sha != manifest.get("sha256"):
+        report.problems.append(f"{artifact}: sha256 {sha}, manifest says {manifest.get('sha256')}")
+    if size != manifest.get("size"):
+        report.problems.append(f"{artifact}: size {size}, manifest says {manifest.get('size')}")
+    _check_dso_copies(manifest, vendor_dist, home, report)
+    return report
+
+
+def print_report(artifact: Path, report: Report, out: Callable[[str], None] = print) -> int:
+    for line in report.lines + report.notes:
+        out(line)
+    for problem in report.problems:
+        out(f"FAIL: {problem}")
+    manifest_name = manifests.manifest_path(artifact).name
+    if report.problems:
+        # `scons package` rewrites whatever no longer is the file its last run recorded (site_tools/exact_outputs)
+        out(f"FAILED: {artifact} does not match {manifest_name}; run `scons package` with the same variables "
+            "to rewrite it and its manifest")
+    else:
+        out(f"OK: {artifact} matches {manifest_name}")
+    return 1 if report.problems else 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="opencoti-build verify", description="check artifacts against their MANIFEST.json")
+    parser.add_argument("artifacts", nargs="+", type=Path, metavar="ARTIFACT")
+    parser.add_argument("--vendor-dist", type=Path, default=PROJECT / "vendors" / "dist",
+                        help="BACKEND_DIST_DIR holding llamafile/<backend>/<ver>/ggml-<backend>.so (default: %(default)s)")
+    parser.add_argument("--home", type=Path, default=Path(os.path.expanduser("~")),
+                        help="home whose .llamafile/v/<ver>/ mirror is checked (default: %(default)s)")
+    ns = parser.parse_args(argv)
+    status = 0
+    for artifact in ns.artifacts:
+        status |= print_report(artifact, verify(artifact, ns.vendor_dist, ns.home))
+    return status
+
+
+def pin_line(artifact: Path) -> str:
+    """The vendors/pin/embedder.txt line for a local artifact (the downloader's `file:` mode)."""
+    shown = str(artifact) if artifact.is_absolute() or str(artifact).startswith(".") else f"./{artifact}"
+    return f"file:{shown}  v0  {PIN_ASSET}  {file_sha256(artifact)}"
+
+
+def pin_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="opencoti-build pin", description="print the file: pin line for an artifact")
+    parser.add_argument("artifact", type=Path, metavar="ARTIFACT")
+    ns = parser.parse_args(argv)
+    artifact: Path = ns.artifact
+    if not artifact.is_file():
+        print(f"pin: {artifact}: no such artifact; run `scons package MODEL=...` first", file=sys.stderr)
+        return 1
+    line = pin_line(artifact)
+    manifest_file = manifests.manifest_path(artifact)
+    if manifest_file.is_file():
+        try:
+            recorded = manifests.read(manifest_file).get("sha256")
+        except manifests.ManifestError as exc:
+            print(f"pin: {exc}", file=sys.stderr)
+            return 1
+        if recorded != line.rsplit(None, 1)[-1]:
+            print(f"pin: {artifact} no longer matches {manifest_file.name} (sha256 {recorded}); "
+                  "run `opencoti-build verify` or repackage", file=sys.stderr)
+            return 1
+    print(line)
+    return 0

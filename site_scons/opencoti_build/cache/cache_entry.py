@@ -1,0 +1,185 @@
+"""Verified cache entries and path-independent cache keys (no SCons here; site_tools/verified_cache.py uses it).
+
+An entry is the file's bytes followed by a fixed trailer: a magic, the bytes' length and their
+SHA-256. Reading an entry checks both, and a restored file whose bytes do not match is removed, so a
+flipped byte or a truncation is a miss, never an output. Entries are written under a temporary name
+(opencoti_build.incremental.tempfiles) and renamed into place: a reader sees a whole entry or none, whoever
+else is writing.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import struct
+from collections.abc import Iterable
+from pathlib import Path
+
+from opencoti_build.incremental import tempfiles
+
+MAGIC = b"opencoti-cache-entry-v1\0"
+_TRAILER = struct.Struct(f"<{len(MAGIC)}sQ32s")  # magic, content length, sha256
+_CHUNK = 1 << 20
+
+
+class CorruptEntry(Exception):
+    """A cache entry whose bytes do not match its recorded digest (flipped, truncated, foreign)."""
+
+
+def _copy_hashing(src, dst, length: int | None) -> tuple[int, bytes]:
+    digest = hashlib.sha256()
+    copied = 0
+    while length is None or copied < length:
+        chunk = src.read(_CHUNK if length is None else min(_CHUNK, length - copied))
+        if not chunk:
+            break
+        digest.update(chunk)
+        dst.write(chunk)
+        copied += len(chunk)
+    return copied, digest.digest()
+
+
+def _atomic_writer(dest: Path):
+    fd, tmp = tempfiles.create(dest)
+    return os.fdopen(fd, "wb"), tmp
+
+
+def write_entry(source: Path | str, entry: Path | str) -> None:
+    """Store ``source`` as the cache entry ``entry`` (its directory must exist), atomically."""
+    entry = Path(entry)
+    out, tmp = _atomic_writer(entry)
+    try:
+        with out, open(source, "rb") as src:
+            length, digest = _copy_hashing(src, out, None)
+            out.write(_TRAILER.pack(MAGIC, length, digest))
+        os.chmod(tmp, os.stat(source).st_mode & 0o777)
+        os.replace(tmp, entry)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _trailer(entry: Path, size: int, fh) -> tuple[int, bytes]:
+    if size < _TRAILER.size:
+        raise CorruptEntry(f"{entry} is shorter than its trailer")
+    fh.seek(size - _TRAILER.size)
+    magic, length, digest = _TRAILER.unpack(fh.read(_TRAILER.size))
+    if magic != MAGIC or length != size - _TRAILER.size:
+        raise CorruptEntry(f"{entry} has no valid trailer (truncated or not written by this build)")
+    fh.seek(0)
+    return length, digest
+
+
+def read_entry(entry: Path | str, dest: Path | str) -> None:
+    """Restore ``entry`` to ``dest``, checking its digest on the way; CorruptEntry removes ``dest``.
+
+    ``dest`` is a target being brought up to date: it is written in place (no temporary to outlive a
+    kill; a killed restore leaves a file the build's record does not describe, which is redone).
+    """
+    entry, dest = Path(entry), Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(entry, "rb") as fh:
+        length, recorded = _trailer(entry, os.fstat(fh.fileno()).st_size, fh)
+        try:
+            with open(dest, "wb") as out:
+                copied, digest = _copy_hashing(fh, out, length)
+            if copied != length or digest != recorded:
+                raise CorruptEntry(f"{entry}: content does not match its SHA-256")
+            os.chmod(dest, (os.fstat(fh.fileno()).st_mode & 0o777) | 0o200)
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+
+
+def seal(data: bytes) -> bytes:
+    """``data`` as an entry's bytes (what write_entry stores), for a tier that is not a file (the remote one)."""
+    return data + _TRAILER.pack(MAGIC, len(data), hashlib.sha256(data).digest())
+
+
+def unseal(blob: bytes, name: str) -> bytes:
+    """The content an entry's bytes carry, checked against their trailer; CorruptEntry names ``name``."""
+    if len(blob) < _TRAILER.size:
+        raise CorruptEntry(f"{name} is shorter than its trailer")
+    magic, length, digest = _TRAILER.unpack_from(blob, len(blob) - _TRAILER.size)
+    if magic != MAGIC or length != len(blob) - _TRAILER.size:
+        raise CorruptEntry(f"{name} has no valid trailer (truncated or not written by this build)")
+    data = blob[:length]
+    if hashlib.sha256(data).digest() != digest:
+        raise CorruptEntry(f"{name}: content does not match its SHA-256")
+    return data
+
+
+def store_sealed(blob: bytes, entry: Path | str, mode: int) -> None:
+    """Write an entry's bytes (already checked) as the entry ``entry``, atomically (a remote hit filling the local tier)."""
+    entry = Path(entry)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    out, tmp = _atomic_writer(entry)
+    try:
+        with out:
+            out.write(blob)
+        os.chmod(tmp, mode & 0o777)
+        os.replace(tmp, entry)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def restore_bytes(data: bytes, dest: Path | str, mode: int) -> None:
+    """Write checked content to the target ``dest`` in place, as read_entry does (writable by its owner)."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(dest, "wb") as out:
+            out.write(data)
+        os.chmod(dest, (mode & 0o777) | 0o200)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+
+
+def content_signature(entry: Path | str, algorithm: str) -> str:
+    """The ``algorithm`` hex digest of the bytes an entry holds (what the restored file will hash to)."""
+    digest = hashlib.new(algorithm)
+    with open(entry, "rb") as fh:
+        length, _ = _trailer(Path(entry), os.fstat(fh.fileno()).st_size, fh)
+        while length:
+            chunk = fh.read(min(_CHUNK, length))
+            if not chunk:
+                raise CorruptEntry(f"{entry} is cut short")
+            digest.update(chunk)
+            length -= len(chunk)
+    return digest.hexdigest()
+
+
+def path_roots(roots: Iterable[tuple[str, str | None]], project: str) -> list[tuple[bytes, bytes]]:
+    """(path, placeholder) byte pairs to neutralise in a signature, longest path first.
+
+    ``roots`` are (name, absolute path or None). A root inside ``project`` is also matched in its
+    project-relative form, as SCons writes paths below the top directory.
+    """
+    pairs: dict[bytes, bytes] = {}
+    for name, path in roots:
+        if not path:
+            continue
+        path = os.path.normpath(path)
+        token = f"@{name}@".encode()
+        pairs[path.encode()] = token
+        rel = os.path.relpath(path, project)
+        if not rel.startswith("..") and rel != ".":
+            pairs[rel.encode()] = token
+    return sorted(pairs.items(), key=lambda item: len(item[0]), reverse=True)
+
+
+def neutral(contents: bytes, roots: list[tuple[bytes, bytes]]) -> bytes:
+    """``contents`` with every root replaced by its placeholder where it is a whole path prefix.
+
+    A root matches only when a ``/``, whitespace, a quote, ``=``, NUL or the end follows (so
+    ``/work/main`` leaves ``/work/main2`` alone); a relative root also only where an argument starts
+    (start, whitespace, quote, NUL), so ``build`` in ``GGML_BUILD`` or in ``-ffile-prefix-map=X=build``
+    stays (a checkout whose BUILD_DIR is elsewhere has the same words there).
+    """
+    after = rb"(?=[/\s\"'=\0]|$)"
+    for path, token in roots:
+        before = b"" if path.startswith(b"/") else rb"(?<![^\s\"'\0])"
+        contents = re.sub(before + re.escape(path) + after, token, contents)
+    return contents

@@ -1,0 +1,198 @@
+"""The object cache's remote tier: verified entries in Redis (no SCons here; site_tools/verified_cache.py uses it).
+
+A value is a zstd frame of the target's file mode (2 bytes) followed by the entry's bytes in
+opencoti_build.cache.cache_entry's format (content + SHA-256 trailer), then the frame's own SHA-256: the
+local tier's rules hold here too (every value is checked before it is used, a damaged one is a miss),
+and the outer digest also catches a flip in the bits a zstd decoder ignores.
+
+The remote is never a reason for a build to fail: every call is bounded by short socket timeouts
+with no retries, and the first error of any kind (refused, timed out, reset, a server that refuses
+commands) turns the remote off for the rest of the run with one WARN (``say``).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import zstandard
+
+from opencoti_build.cache import cache_entry
+from opencoti_build.errors import UserError
+
+# Entries whose target is larger than this are not pushed (one NOTE per run counts them): Redis holds a
+# value in memory and sends it whole, and a team's cache is better spent on many objects than one DSO.
+MAX_ENTRY_BYTES = 64 << 20
+# Enough for a loaded server on a LAN; a remote that is down costs the build at most this once.
+CONNECT_TIMEOUT_S = 1.5
+READ_TIMEOUT_S = 2.0
+# Keys: this prefix and the local tier's path-independent signature (a new format takes a new prefix).
+KEY_PREFIX = "opencoti:cache:v1:"
+URL_FORM = "redis://[:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS)"
+
+_MODE = struct.Struct("<H")
+_DIGEST = hashlib.sha256().digest_size
+# Delete a key only while it still holds the damaged value: a concurrent build may have pushed a good one since.
+_DROP_IF_SAME = "if redis.sha1hex(redis.call('GET', KEYS[1]) or '') == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+def check_url(url: str) -> str:
+    """``url`` when it is a Redis URL this build can use; else a one-line UserError naming CACHE_URL."""
+    bad = UserError(f"CACHE_URL={shown(url)} is not a Redis URL; use CACHE_URL={URL_FORM}, or leave it empty")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise bad from None
+    db = parts.path.lstrip("/")
+    if (parts.scheme not in ("redis", "rediss") or not parts.hostname or port is None
+            or parts.query or parts.fragment or (db and not db.isdigit()) or parts.path.count("/") > 1):
+        raise bad
+    return url
+
+
+def shown(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (it goes into logs)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+
+
+def pack(data: bytes, mode: int) -> bytes:
+    """The Redis value for a target's content ``data`` and its file ``mode``."""
+    frame = zstandard.ZstdCompressor(level=3).compress(_MODE.pack(mode & 0o777) + cache_entry.seal(data))
+    return frame + hashlib.sha256(frame).digest()
+
+
+def unpack(value: bytes, name: str) -> tuple[bytes, bytes, int]:
+    """(entry bytes for the local tier, content, mode) of a Redis value; CorruptEntry naming ``name``."""
+    compressed, digest = value[:-_DIGEST], value[-_DIGEST:]
+    if len(value) <= _DIGEST or hashlib.sha256(compressed).digest() != digest:
+        raise cache_entry.CorruptEntry(f"{name}: the value does not match its SHA-256 (damaged or truncated)")
+    try:
+        frame = zstandard.ZstdDecompressor().decompress(compressed)
+    except zstandard.ZstdError as exc:
+        raise cache_entry.CorruptEntry(f"{name}: not a whole zstd frame ({exc})") from None
+    if len(frame) < _MODE.size:
+        raise cache_entry.CorruptEntry(f"{name} is shorter than its header")
+    (mode,) = _MODE.unpack_from(frame)
+    if mode & ~0o777:
+        raise cache_entry.CorruptEntry(f"{name} has an impossible file mode {mode:o}")
+    blob = frame[_MODE.size:]
+    return blob, cache_entry.unseal(blob, name), mode
+
+
+@dataclass
+class TierCounts:
+    """What one tier did in a run; counted per target file (a fat object and its twin are two)."""
+
+    hits: int = 0
+    misses: int = 0
+    corrupt: int = 0
+    pushed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, kind: str, n: int = 1) -> None:
+        with self.lock:  # retrieves and pushes run in SCons' worker threads
+            setattr(self, kind, getattr(self, kind) + n)
+
+    def text(self, name: str) -> str:
+        return f"{name} {self.hits} hits / {self.misses} misses / {self.corrupt} corrupt / {self.pushed} pushed"
+
+    def any(self) -> bool:
+        return bool(self.hits or self.misses or self.corrupt or self.pushed)
+
+
+def tiers_line(tiers: Sequence[tuple[str, TierCounts]]) -> str:
+    """``cache: local … ; redis://… …``: the one end-of-build line for every tier."""
+    return "cache: " + "; ".join(counts.text(name) for name, counts in tiers)
+
+
+class Remote:
+    """One Redis server as a cache tier, shared by SCons' worker threads (redis-py's pool is thread-safe)."""
+
+    def __init__(self, url: str, say: Callable[[str], None], max_entry: int = MAX_ENTRY_BYTES) -> None:
+        import redis  # here, not at the top: a build without CACHE_URL does not pay its ~0.1 s import
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        self.url = shown(url)
+        self.skipped = 0
+        self.max_entry = max_entry
+        self._say = say
+        self._errors = (redis.RedisError, OSError)
+        self._down = threading.Event()
+        self._lock = threading.Lock()
+        self._client = redis.Redis.from_url(
+            url, socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=READ_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 0), retry_on_timeout=False)
+
+    @property
+    def enabled(self) -> bool:
+        return not self._down.is_set()
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._down.is_set():
+                return
+            self._down.set()
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+        self._say(f"WARN: cache: CACHE_URL {self.url} unreachable ({reason}); building with the local cache only")
+
+    def pull(self, keys: Sequence[str]) -> list[bytes | None] | None:
+        """The values under ``keys`` in one round trip (None each where absent); None when the remote is off."""
+        if not self.enabled:
+            return None
+        try:
+            values = self._client.mget([KEY_PREFIX + key for key in keys])
+            return values  # type: ignore[return-value]  # bytes, not str: the client decodes no response
+        except self._errors as exc:
+            self._fail(exc)
+            return None
+
+    def push_file(self, key: str, path: str) -> bool:
+        """Store the file ``path`` under ``key`` unless an entry is there already; True when stored."""
+        if not self.enabled:
+            return False
+        try:
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if st.st_size > self.max_entry:
+                    with self._lock:
+                        self.skipped += 1
+                    return False
+                value = pack(fh.read(), st.st_mode)
+        except OSError:
+            return False  # the target went away: SCons reports that, not the cache
+        try:
+            return bool(self._client.set(KEY_PREFIX + key, value, nx=True))
+        except self._errors as exc:
+            self._fail(exc)
+            return False
+
+    def drop(self, key: str, value: bytes) -> None:
+        """Remove the damaged ``value`` under ``key`` (not a good one another build pushed meanwhile)."""
+        if not self.enabled:
+            return
+        try:
+            self._client.eval(_DROP_IF_SAME, 1, KEY_PREFIX + key, hashlib.sha1(value).hexdigest())
+        except self._errors as exc:
+            self._fail(exc)
+
+    def skipped_note(self) -> str | None:
+        """The NOTE for entries too large to push, once per run (None when there were none)."""
+        if not self.skipped:
+            return None
+        return (f"NOTE: cache: {self.skipped} entries larger than {self.max_entry >> 20} MiB were not pushed to "
+                f"{self.url} (kept in the local cache only)")

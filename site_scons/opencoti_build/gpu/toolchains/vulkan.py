@@ -1,0 +1,50 @@
+"""The Vulkan shader compiler: glslc (``$VULKAN_SDK/bin/glslc`` when VULKAN_SDK is set, default env
+OPENCOTI_VULKAN_SDK; else ``glslc`` on PATH), asked its version once per glslc in a build.
+"""
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opencoti_build.errors import Absent
+from opencoti_build.gpu.toolchains import Location, ToolchainBroken, locate, run
+
+LOCATE_HINT = "point it at a Vulkan SDK or leave it empty to use glslc on PATH"
+
+_PROBES: dict[str, "GlslcToolchain | str"] = {}  # a str: why that glslc is unusable
+
+
+@dataclass(frozen=True)
+class GlslcToolchain:
+    glslc: str
+    version: str  # glslc --version's first line, e.g. "shaderc v2023.8 v2023.8"
+    record: str  # what the manifest's ``toolchains`` says made a DSO: "glslc <version>"
+
+    @property
+    def description(self) -> str:
+        return f"glslc ({self.version}) at {self.glslc}"
+
+
+def find_glslc(settings: Mapping[str, Any]) -> Location:
+    return locate(settings, "VULKAN_SDK", "glslc", (), LOCATE_HINT)
+
+
+def probe(settings: Mapping[str, Any]) -> GlslcToolchain:
+    """glslc (memoized per path); one that does not run raises ToolchainBroken."""
+    glslc = find_glslc(settings).program
+    if glslc is None:
+        raise Absent("no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR")
+    if glslc not in _PROBES:
+        try:
+            proc = run([glslc, "--version"], settings["ENV"])
+            first = (proc.stdout.strip().splitlines() or [""])[0]
+            _PROBES[glslc] = (GlslcToolchain(glslc=glslc, version=first, record=f"glslc {first}") if proc.returncode == 0 and first
+                              else f"{glslc} --version failed (exit {proc.returncode}); reinstall glslc")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _PROBES[glslc] = f"{glslc} could not be run ({exc})"
+    found = _PROBES[glslc]
+    if isinstance(found, str):
+        raise ToolchainBroken(found)
+    return found
