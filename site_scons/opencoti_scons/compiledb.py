@@ -26,11 +26,11 @@ from typing import Any
 import SCons.Action
 import SCons.Builder
 import SCons.Subst
-from SCons.Script import BUILD_TARGETS, COMMAND_LINE_TARGETS, Default
+from SCons.Script import BUILD_TARGETS, Default
 
 from opencoti_build import errors
 from opencoti_build.cache import launchers
-from opencoti_build.config import buildvars
+from opencoti_build.config import buildvars, targets
 from opencoti_build.incremental import null_build, tempfiles
 from opencoti_build.report import compdb
 from opencoti_build.tree.sources import CXX_SUFFIXES
@@ -38,9 +38,6 @@ from opencoti_build.tree.sources import CXX_SUFFIXES
 Transform = Callable[[list[str]], list[str]]
 _MEMO_KEY = "compiledb digest"
 _NO_ENTRIES = hashlib.sha256(compdb.render([]).encode()).hexdigest()
-
-# Targets that compile nothing: the database is left as it is.
-NOT_COMPILING = frozenset(("apply", "reset", "verify", "compile"))  # compile: that file's objects, nothing else
 
 
 def object_emitter(command_vars: Mapping[str, str], transform: Transform | None = None) -> Callable[..., Any]:
@@ -133,15 +130,13 @@ class CompileDb:
                 os.replace(tmp, path)
         return 0
 
-    def finish(self, env: Any) -> None:
+    def finish(self, env: Any, plan: targets.Plan) -> None:
         """Create the database node from every registered entry; called once, after every part is read."""
-        if "compile" in map(str, COMMAND_LINE_TARGETS):
+        if plan.compile_file:
             self._compile_alias(env, buildvars.compile_file(env))
-        names = set(map(str, COMMAND_LINE_TARGETS))
-        asked = "compiledb" in names
         if not env.get("COMPILEDB"):  # turned off (buildvars.validate refused `scons compiledb` with it empty)
             return
-        if names and names <= NOT_COMPILING:
+        if not plan.compiles:
             return  # nothing compiles: no entries expanded, the file left as it is
         # The entries follow from the SConscripts' reading alone: when it is the last run's, so is their digest
         # (opencoti_build.incremental.null_build.carry_over), and they are expanded only if the file must be written.
@@ -157,9 +152,9 @@ class CompileDb:
         # `scons compiledb` also makes the generated sources its entries name (clangd opens them).
         generated = [e[2] for e in self.entries if getattr(e[2], "has_builder", lambda: False)()]
         env.Alias("compiledb", db + generated)
-        if asked or digest == _NO_ENTRIES:
+        if plan.compiledb_asked or digest == _NO_ENTRIES:
             return
-        if not names:
+        if plan.default:
             Default(db)
         else:
             BUILD_TARGETS.append(db[0])

@@ -1,8 +1,13 @@
-"""Which parts of the build the command line asks for, so the others are never read (no probes, no I/O)."""
+"""Which parts of the build the command line asks for, so the others are never read (no probes, no I/O).
+
+:func:`plan` decides it once per run, from the targets as given and the build's output paths; the SConscripts and
+the compile database read the :class:`Plan` and never the targets themselves.
+"""
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from opencoti_build.errors import UserError
 from opencoti_build.gpu import backends
@@ -40,3 +45,79 @@ def check_known(targets: Iterable[object], outputs: Iterable[str], project: str)
             continue
         raise UserError(f"unknown target {target!r}: no such target or file; the targets are {', '.join(NAMES)} "
                         "or a path the build writes (`scons -h` says what each target builds)")
+
+
+# Targets that never need the thin binary: asking only for them must not download a toolchain.
+NO_HOST = frozenset({*backends.NAMES, "backends", "apply", "reset", "native", "native-cuda"})
+NATIVE = ("native", "native-cuda")
+# Targets that compile nothing: the compile database is left as it is (compile: that file's objects only).
+NOT_COMPILING = frozenset(("apply", "reset", "verify", "compile"))
+# Targets that want every backend (compile: FILE may be a DSO's source); the embedding ones none with CPU_ONLY=1.
+ALL_BACKENDS = frozenset(("backends", "package", "verify", "compiledb", "compile"))
+EMBEDDING = frozenset(("package", "verify"))
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """The directories and files the build writes, absolute."""
+
+    build_dir: str
+    dist_dir: str
+    backend_dist_dir: str
+    compiledb: str
+
+    @property
+    def package_dir(self) -> str:
+        return os.path.join(self.dist_dir, "llamafile")
+
+    @property
+    def native_dir(self) -> str:
+        return os.path.join(self.build_dir, "native")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run builds."""
+
+    names: frozenset[str]  # the targets as given
+    native_only: bool  # only the native lane: no llamafile tree needed
+    host: bool  # the thin binary is read (not with HOST=, nor when only targets that need none are asked)
+    backends: tuple[str, ...]  # the backends to read, in build order
+    package: bool  # `package` or `verify`, or a path around the artifacts
+    verify_builds_first: bool  # `package` with `verify`: package, then check
+    native: bool  # the native lane, or a path around its outputs
+    series: str | None  # "apply" or "reset"
+    compile_file: bool  # `scons compile FILE=`
+    compiledb_asked: bool
+    compiles: bool  # something compiles: the compile database is refreshed
+    default: bool  # no target given: the default build
+
+
+def plan(targets: Iterable[object], outputs: Outputs, project: str, *, host_prebuilt: bool,
+         cpu_only: bool) -> Plan:
+    """The run's plan; UserError for a target that is no target name and no path the build writes, or for
+    ``apply`` with ``reset``."""
+    given = [str(t) for t in targets]
+    check_known(given, [outputs.build_dir, outputs.dist_dir, outputs.backend_dist_dir, outputs.compiledb], project)
+    names = frozenset(given)
+    series = [name for name in ("apply", "reset") if name in names]
+    if len(series) == 2:
+        raise UserError("`apply` and `reset` undo each other; give one of them")
+    want_all = ALL_BACKENDS - EMBEDDING if cpu_only else ALL_BACKENDS
+    around_backends = (outputs.backend_dist_dir, os.path.join(outputs.build_dir, "backends"))
+    wanted = (list(backends.NAMES) if asks_for(given, want_all, around_backends, project)
+              else [name for name in backends.NAMES if name in names])
+    return Plan(
+        names=names,
+        native_only=bool(names) and names <= set(NATIVE),
+        host=not host_prebuilt and not (names and names <= NO_HOST),
+        backends=tuple(wanted),
+        package=asks_for(given, EMBEDDING, (outputs.package_dir,), project),
+        verify_builds_first="package" in names,
+        native=asks_for(given, NATIVE, (outputs.native_dir,), project),
+        series=series[0] if series else None,
+        compile_file="compile" in names,
+        compiledb_asked="compiledb" in names,
+        compiles=not (names and names <= NOT_COMPILING),
+        default=not names,
+    )
