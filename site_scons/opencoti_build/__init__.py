@@ -10,6 +10,7 @@ import them directly. Each package has its own index.
 - ``config``: the build's configuration: the variables, what a run asks for, versions, pins, templates, provisioning.
 - ``cosmo``: the fat (cosmocc) lane's compiles: the toolchain, the stand-in driver, TinyBLAS tuning, prefix maps and two-compiler diagnostics.
 - ``errors``: the one error idiom (``UserError``, ``fail``, ``os_error_line``).
+- ``files``: what identifies a file: its stat identity and its SHA-256, each computed in one place.
 - ``formats``: readers and writers of file formats, with no build knowledge (its own index).
 - ``gpu``: the GPU backends: their registry, architecture tables, sources, toolchains and the DSOs' verification.
 - ``incremental``: what keeps a rebuild exact and cheap: the null build's record, the build lock, temporaries renamed into place, the code a step depends on.

@@ -12,6 +12,7 @@ import SCons.Errors
 import SCons.Subst
 from SCons.Script import Action
 
+from opencoti_build import files
 from opencoti_build.cache import launchers
 from opencoti_build.cosmo.prefix_maps import gcc_flags, path_maps
 from opencoti_build.gpu import backends, dso_verification
@@ -43,7 +44,7 @@ def shadow_signature(path: str) -> str:
         st = os.stat(path)
     except OSError:
         return f"{path}: absent"
-    return f"{path}: {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {st.st_ino}"
+    return f"{path}: {' '.join(map(str, files.identity(st)))}"
 
 
 def _warn_shadow(target: list[Any], source: list[Any], env: Any) -> None:

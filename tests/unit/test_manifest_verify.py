@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import cli
+from opencoti_build import cli, files
 from opencoti_build.artifacts import manifest, packaging, verify
 from opencoti_build.config.versioning import Identity
 from opencoti_build.gpu import backends
@@ -71,10 +71,10 @@ def test_manifest_records_what_was_embedded(tmp_path: Path) -> None:
     assert text == json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n"
     assert data["versionString"] == f"opencoti-{MINI_VERSION}-c2" and data["opencotiTag"] == "c2"
     assert data["size"] == out.stat().st_size
-    assert data["sha256"] == verify.file_sha256(out)
+    assert data["sha256"] == files.sha256(out)
     assert data["dsos"] == [{"backend": "cuda", "name": "ggml-cuda.so", "architectures": ["sm_90"],
-                             "sha256": verify.file_sha256(dso_paths("cuda", tmp_path)[0])}]
-    assert data["model"] == {"name": "model.gguf", "ggufVersion": 3, "sha256": verify.file_sha256(tmp_path / "model.gguf")}
+                             "sha256": files.sha256(dso_paths("cuda", tmp_path)[0])}]
+    assert data["model"] == {"name": "model.gguf", "ggufVersion": 3, "sha256": files.sha256(tmp_path / "model.gguf")}
     assert data["args"] == "-m /zip/model.gguf --strace\n"
     appended = [e for e in data["entries"] if e["appended"]]
     assert [e["name"] for e in appended] == ["ggml-cuda.so", "model.gguf", ".args"]

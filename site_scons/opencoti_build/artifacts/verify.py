@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opencoti_build import project
+from opencoti_build import files, project
 from opencoti_build.artifacts import manifest as manifests
 from opencoti_build.formats.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
 
@@ -33,16 +33,6 @@ class Report:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        buf = bytearray(_CHUNK)
-        view = memoryview(buf)
-        while got := f.readinto(buf):
-            digest.update(view[:got])
-    return digest.hexdigest()
 
 
 def _stored_digest(f, offset: int, size: int) -> tuple[str, int]:
@@ -133,7 +123,7 @@ def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Rep
         for label, path in copies:
             if not path.is_file():
                 report.notes.append(f"note: no {label} copy of {dso['name']} at {path}")
-            elif (digest := file_sha256(path)) != dso["sha256"]:
+            elif (digest := files.sha256(path)) != dso["sha256"]:
                 report.problems.append(f"{dso['name']}: {label} copy {path} has sha256 {digest}, the artifact {dso['sha256']}")
 
 
@@ -149,7 +139,7 @@ def verify(artifact: Path, vendor_dist: Path, home: Path) -> Report:
     except manifests.ManifestError as exc:
         report.problems.append(str(exc))
         return report
-    sha = file_sha256(artifact)
+    sha = files.sha256(artifact)
     size = artifact.stat().st_size
     _check_entries(artifact, manifest, report)
     report.lines += [f"$ sha256sum {artifact}", f"{sha}  {artifact}",
@@ -194,7 +184,7 @@ def main(argv: list[str]) -> int:
 def pin_line(artifact: Path) -> str:
     """The vendors/pin/embedder.txt line for a local artifact (the downloader's `file:` mode)."""
     shown = str(artifact) if artifact.is_absolute() or str(artifact).startswith(".") else f"./{artifact}"
-    return f"file:{shown}  v0  {PIN_ASSET}  {file_sha256(artifact)}"
+    return f"file:{shown}  v0  {PIN_ASSET}  {files.sha256(artifact)}"
 
 
 def pin_main(argv: list[str]) -> int:

@@ -18,18 +18,15 @@ import hashlib
 import os
 from pathlib import Path
 
+from opencoti_build.files import Identity, identity
+
 PREFIX = "sha256:"
-_CHUNK = 4 << 20
-_known: dict[str, tuple[tuple[int, ...], str]] = {}
-
-
-def _identity(st: os.stat_result) -> tuple[int, ...]:
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+_known: dict[str, tuple[Identity, str]] = {}
 
 
 def remember(path: Path | str, st: os.stat_result, sha256: str) -> None:
     """``path`` had the SHA-256 ``sha256`` while it had the stat ``st``."""
-    _known[os.path.abspath(path)] = (_identity(st), PREFIX + sha256)
+    _known[os.path.abspath(path)] = (identity(st), PREFIX + sha256)
 
 
 def known(path: Path | str) -> str | None:
@@ -41,7 +38,7 @@ def known(path: Path | str) -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    return entry[1] if _identity(st) == entry[0] else None
+    return entry[1] if identity(st) == entry[0] else None
 
 
 def signature(path: Path | str) -> str:
@@ -49,11 +46,9 @@ def signature(path: Path | str) -> str:
     found = known(path)
     if found is not None:
         return found
-    digest = hashlib.sha256()
     with open(path, "rb", buffering=0) as f:
         before = os.fstat(f.fileno())
-        while chunk := f.read(_CHUNK):
-            digest.update(chunk)
-        if _identity(os.fstat(f.fileno())) == _identity(before):
-            remember(path, before, digest.hexdigest())
-    return PREFIX + digest.hexdigest()
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        if identity(os.fstat(f.fileno())) == identity(before):
+            remember(path, before, digest)
+    return PREFIX + digest

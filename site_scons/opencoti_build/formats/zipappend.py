@@ -46,6 +46,7 @@ from io import FileIO
 from pathlib import Path, PurePosixPath
 
 from opencoti_build.errors import UserError
+from opencoti_build.files import identity
 from opencoti_build.formats.zipstore import (
     CENTRAL,
     CENTRAL_SIGNATURE,
@@ -545,13 +546,9 @@ def _read_whole(path: Path, size: int, sink: _Sink, workers: _Workers,
     with f:
         before = os.fstat(f.fileno())
         _copy(path, f, before.st_size if size < 0 else size, sink, workers, update)
-        if _identity(os.fstat(f.fileno())) != _identity(before):
+        if identity(os.fstat(f.fileno())) != identity(before):
             raise ZipAppendError(f"{path} changed while being packaged; package again")
     return before
-
-
-def _identity(st: os.stat_result) -> tuple[int, ...]:
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
 
 
 @dataclass
