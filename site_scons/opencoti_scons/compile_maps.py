@@ -20,6 +20,12 @@ from opencoti_build.cosmo import prefix_maps
 PerTarget = Callable[[Any, Any], list[tuple[str, str]]]
 
 
+def env_path_maps(env: Any, llamacpp: str | None = None) -> list[tuple[str, str]]:
+    """The ``(OLD, NEW)`` prefix-map pairs of ``env``'s checkout, ``$SRC`` and ``$BUILD_DIR`` (and a llama.cpp
+    checkout): what every compile and link of the build maps (opencoti_build.cosmo.prefix_maps)."""
+    return prefix_maps.path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"), llamacpp)
+
+
 def compile_maps(maps_var: str, nvcc: bool = False, per_target: PerTarget | None = None) -> Callable[..., list[Any]]:
     """A callable construction variable: the prefix-map words of ``$maps_var`` (gcc's, or nvcc's ``-Xcompiler=``),
     then those of ``per_target(target, env)``'s pairs (last, so they win over the general ones)."""

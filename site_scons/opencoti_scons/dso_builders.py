@@ -14,10 +14,10 @@ from SCons.Script import Action
 
 from opencoti_build import files
 from opencoti_build.cache import launchers
-from opencoti_build.cosmo.prefix_maps import gcc_flags, path_maps
+from opencoti_build.cosmo.prefix_maps import gcc_flags
 from opencoti_build.gpu import backends, dso_verification
 from opencoti_build.tree import sources
-from opencoti_scons.compile_maps import compile_maps
+from opencoti_scons.compile_maps import compile_maps, env_path_maps
 
 CORE_FLAGS: tuple[str, ...] = ("-O2",)  # SharedObject adds -fPIC
 GCC_STATIC_RUNTIME: tuple[str, ...] = ("-static-libstdc++", "-static-libgcc")
@@ -59,18 +59,13 @@ def _warn_shadow(target: list[Any], source: list[Any], env: Any) -> None:
         out.write(finding)
 
 
-def _path_maps(env: Any) -> list[tuple[str, str]]:
-    """The checkout's, SRC's and BUILD_DIR's (OLD, NEW) pairs (opencoti_build.cosmo.prefix_maps)."""
-    return path_maps(env.Dir("#").abspath, env["SRC"], env["BUILD_DIR"])
-
-
 def gcc_compile_env(env: Any, **replace: Any) -> Any:
     """A clone that compiles a DSO's C and C++ with the host gcc/g++ (``replace`` set on it): the prefix maps
     after its CCFLAGS (spelled as CCWRAPPER wants them), CCWRAPPER in front, compile-database entries."""
     cc = env.Clone(CC="gcc", CXX="g++")
     for tool in ("gcc", "g++"):
         cc.Tool(tool)
-    cc.Replace(**replace, GCC_PATH_MAPS=_path_maps(env), _GCCCOMPILEMAPS=compile_maps("GCC_PATH_MAPS"))
+    cc.Replace(**replace, GCC_PATH_MAPS=env_path_maps(env), _GCCCOMPILEMAPS=compile_maps("GCC_PATH_MAPS"))
     cc.Append(CCFLAGS=["$_GCCCOMPILEMAPS"])
     cc.SetDefault(**launchers.construction_vars("", []))
     for com in ("SHCCCOM", "SHCXXCOM"):  # CCWRAPPER before gcc/g++, outside the signature
@@ -119,7 +114,7 @@ def ggml_dso(env: Any, spec: backends.Backend, objects: Sequence[Any], *, core: 
         DSO_BACKEND=spec.name, DSO_LINKER=linker, DSO_LINKFLAGS=list(link_flags), DSO_LIBS=list(libs),
         DSO_STATIC_RUNTIME=list(static_runtime), DSO_ARCHS=list(archs),
         DSO_LIB_DIRS=list(lib_dirs), DSO_STUB_DIRS=list(stub_dirs),
-        DSO_PREFIXMAPS=list([SCons.Subst.Literal(flag) for flag in gcc_flags(_path_maps(env))]
+        DSO_PREFIXMAPS=list([SCons.Subst.Literal(flag) for flag in gcc_flags(env_path_maps(env))]
                             if link_prefix_maps is None else link_prefix_maps),
     )
     mirror = env.Command(

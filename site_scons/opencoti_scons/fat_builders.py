@@ -22,11 +22,12 @@ import SCons.Util
 from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.cosmo import fatcc
 from opencoti_build.cosmo.cosmo_toolchain import missing_output_message
-from opencoti_build.cosmo.prefix_maps import path_maps, remap
+from opencoti_build.cosmo.prefix_maps import remap
 from opencoti_build.errors import UserError
 from opencoti_build.incremental import build_lock
 from opencoti_build.tree import zip_sources
 from opencoti_build.tree.sources import CXX_SUFFIXES
+from opencoti_scons.compile_maps import env_path_maps
 
 
 def dir_flags(flag: str, dirs) -> list:
@@ -199,7 +200,7 @@ def gperf(target, source, env):
     if proc.returncode != 0:
         print(proc.stderr.decode(errors="replace"), end="")
         return proc.returncode
-    maps = path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR"))
+    maps = env_path_maps(env)
     text = proc.stdout.replace(given.encode(), remap(given, maps).encode())
     with open(str(target[0]), "wb") as fh:  # a killed write leaves a file its record does not describe
         fh.write(text)

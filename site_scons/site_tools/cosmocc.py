@@ -33,10 +33,10 @@ import SCons.Util
 from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.cosmo import fatcc
 from opencoti_build.cosmo.cosmo_toolchain import DEFAULT_TARGET_ARCH, find_toolchain
-from opencoti_build.cosmo.prefix_maps import gcc_flags, path_maps
+from opencoti_build.cosmo.prefix_maps import gcc_flags
 from opencoti_build.errors import UserError
 from opencoti_build.tree.sources import CXX_SUFFIXES, DEFAULT_CCFLAGS, DEFAULT_CPPFLAGS, DEFAULT_CXXFLAGS
-from opencoti_scons.compile_maps import compile_maps
+from opencoti_scons.compile_maps import compile_maps, env_path_maps
 from opencoti_scons.fat_builders import (
     dir_flags,
     fat_archive,
@@ -84,7 +84,7 @@ def generate(env) -> None:
                            "${_fat_dir_flags('-isystem', ISYSTEMPATH)}")
     # -ffile-prefix-map for the checkout, SRC and BUILD_DIR (opencoti_build.cosmo.prefix_maps): both halves of
     # every compile and the link, whatever a package's recipe resets; outputs then name no absolute path.
-    env.SetDefault(FAT_PATH_MAPS=path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR")))
+    env.SetDefault(FAT_PATH_MAPS=env_path_maps(env))
     env.SetDefault(FATPREFIXMAPS=[SCons.Subst.Literal(flag) for flag in gcc_flags(env["FAT_PATH_MAPS"])])
     # A launcher reaches the stand-in's halves only (FAT_LAUNCHER_ENV): they take the maps as it wants them
     env["_FATCOMPILEMAPS"] = compile_maps("FAT_PATH_MAPS") if toolchain.kind == "stand-in" else "$FATPREFIXMAPS"

@@ -49,7 +49,7 @@ from opencoti_build.cosmo import prefix_maps
 from opencoti_build.native import native_lane
 from opencoti_build.report import steplines
 from opencoti_build.tree import sources, webui
-from opencoti_scons.compile_maps import compile_maps
+from opencoti_scons.compile_maps import compile_maps, env_path_maps
 from opencoti_scons.native_builders import (
     native_cuda_library,
     native_generated,
@@ -68,7 +68,7 @@ def generate(env: Any) -> None:
         env.Tool(tool)
     machine = platform.machine()
     # -ffile-prefix-map for the checkout, SRC, LLAMACPP and BUILD_DIR: objects and binaries name no path of them
-    path_maps = prefix_maps.path_maps(env.Dir("#").abspath, env["SRC"], env["BUILD_DIR"], env["NATIVE_LLAMACPP"])
+    path_maps = env_path_maps(env, env["NATIVE_LLAMACPP"])
     map_flags = prefix_maps.gcc_flags(path_maps)  # the links'; the compiles' are spelled for CCWRAPPER
     defaults = native_lane.lane_defaults(machine, ["$_NATIVECOMPILEMAPS"])
     llamacpp = env["NATIVE_LLAMACPP"]  # the lane reads llama.cpp/ paths only: the checkout serves as the root

@@ -31,7 +31,7 @@ from opencoti_build.cosmo import prefix_maps
 from opencoti_build.gpu import toolchains
 from opencoti_build.gpu.toolchains import cuda
 from opencoti_build.report import compdb
-from opencoti_scons.compile_maps import compile_maps
+from opencoti_scons.compile_maps import compile_maps, env_path_maps
 from opencoti_scons.include_scanner import include_scanner
 
 CUDA_SUFFIXES = (".cu", ".cuh")
@@ -86,7 +86,7 @@ def generate(env: Any) -> None:
     # mapped name (they hash its absolute path into anonymous-namespace and static names), and
     # $NVCC_REPRODUCIBLE (UseToolchain): intermediates named after the object, not tmpxft_<pid>, the host
     # one then renamed as sccache names it (cuda.host_intermediate_map, last among the maps).
-    env.SetDefault(NVCC_PATH_MAPS=prefix_maps.path_maps(env.Dir("#").abspath, env.get("SRC"), env.get("BUILD_DIR")),
+    env.SetDefault(NVCC_PATH_MAPS=env_path_maps(env),
                    NVCC_REPRODUCIBLE=[])
     env["_nvcc_prefix_maps"] = _nvcc_prefix_maps
     env["_nvcc_source_name"] = _nvcc_source_name
