@@ -59,7 +59,8 @@ class CompileDb:
     """The entries one run registered (env, target, source, command variable, transform), in registration
     order, expanded only when the database is on."""
 
-    def __init__(self) -> None:
+    def __init__(self, memo: null_build.Memo) -> None:
+        self.memo = memo
         self.entries: list[tuple[Any, Any, Any, str, Transform | None]] = []
         self._expanded: list[dict] | None = None
 
@@ -140,10 +141,10 @@ class CompileDb:
             return  # nothing compiles: no entries expanded, the file left as it is
         # The entries follow from the SConscripts' reading alone: when it is the last run's, so is their digest
         # (opencoti_build.incremental.null_build.carry_over), and they are expanded only if the file must be written.
-        digest = null_build.remembered(_MEMO_KEY)
+        digest = self.memo.remembered(_MEMO_KEY)
         if digest is None:
             digest = hashlib.sha256(compdb.render(self.expanded()).encode()).hexdigest()
-        null_build.remember(_MEMO_KEY, digest)
+        self.memo.remember(_MEMO_KEY, digest)
         db = env.Command(env.File(env["COMPILEDB"]), env.Value(digest),
                          SCons.Action.Action(self._write, "COMPILEDB $TARGET"))
         env.NoCache(db)

@@ -19,6 +19,7 @@ from opencoti_build.native import native_lane
 from opencoti_build.tree import package_flags, sources, webui
 from opencoti_scons.compiledb import object_emitter
 from opencoti_scons.include_scanner import include_scanner
+from opencoti_scons.progress import BuildRun
 
 
 def _tree_path(env: Any, rel: str) -> str:
@@ -33,7 +34,7 @@ def _webui_header(target: list[Any], source: list[Any], env: Any) -> None:
     webui.write_header(str(source[0]), str(target[0]))
 
 
-def native_generated(env: Any) -> dict[str, list[Any]]:
+def native_generated(env: Any, run: BuildRun) -> dict[str, list[Any]]:
     gendir = out_dir(env, "gen")
     compiler = "gcc " + subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True,
                                        env=env["ENV"]).stdout.strip()
@@ -44,8 +45,8 @@ def native_generated(env: Any) -> dict[str, list[Any]]:
         for asset in webui.ASSETS:
             env.Command(os.path.join(gendir, asset + ".hpp"), _tree_path(env, os.path.join(webui.PUBLIC, asset)),
                         Action(_webui_header, "WEBUI $TARGET"))
-    elif note := webui.off_note(_tree_path(env, webui.PUBLIC)):
-        print(note)
+    else:
+        run.note(webui.off_note(_tree_path(env, webui.PUBLIC)))
     return generated
 
 

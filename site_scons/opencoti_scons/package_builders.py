@@ -11,7 +11,6 @@ from SCons.Script import Action
 
 from opencoti_build.artifacts import manifest as manifests
 from opencoti_build.artifacts import packaging, verify
-from opencoti_build.cache import file_digests
 from opencoti_build.config import versioning
 from opencoti_build.config.versioning import Identity
 from opencoti_build.incremental import import_closure
@@ -41,12 +40,12 @@ def _write_artifact(target, source, env):
         previous = None
     try:
         packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"],
-                                            manifest=manifest, on_digest=file_digests.remember)
+                                            manifest=manifest, on_digest=env["FILE_DIGESTS"].remember)
     except packaging.ERRORS as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
     for node in source:
         if getattr(node.attributes, "read_by_packager", False):
-            csig = file_digests.known(node.abspath)  # None when it changed after the packager read it
+            csig = env["FILE_DIGESTS"].known(node.abspath)  # None when it changed after the packager read it
             if csig is not None:
                 node.get_ninfo().csig = csig
     extra = {

@@ -21,6 +21,8 @@ from typing import Any
 import SCons.Node
 import SCons.Node.FS
 
+from opencoti_build.cache import file_digests
+from opencoti_build.incremental import null_build
 from opencoti_build.report import summary
 from opencoti_scons import engine
 
@@ -36,12 +38,15 @@ def counted(node: Any) -> bool:
 class BuildRun:
     """The state of one scons run that tools share: counts, step numbers, the plan's N, end-of-build reports."""
 
-    def __init__(self, started: float | None = None, out: Any = None) -> None:
+    def __init__(self, started: float | None = None, out: Any = None, memo: null_build.Memo | None = None) -> None:
         self.counts = summary.Counts()
         self.started = started or time.time()
         self.planned = 0
         self.reports: list[Report] = []  # lines printed just before the summary, which stays last
+        self.digests = file_digests.Digests()  # SHA-256s of files the run read or wrote whole (the packager's)
+        self.memo = memo or null_build.Memo()  # what the reading computes, carried between runs by the null build
         self._out = out  # None: whatever sys.stdout is when a line is written (the null build's recorder swaps it)
+        self._noted: set[str] = set()
         self._steps: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
         self._lock = threading.Lock()
 
@@ -61,6 +66,12 @@ class BuildRun:
         with self._lock:
             out.write(line + "\n")
             out.flush()
+
+    def note(self, line: str) -> None:
+        """Say ``line`` once this run, however many parts of the build come to it."""
+        if line not in self._noted:
+            self._noted.add(line)
+            self.say(line)
 
     def print_step(self, text: str, target: list, source: list, env: Any) -> None:
         """SCons's PRINT_CMD_LINE_FUNC: a step's line with its ``[n/N]``."""

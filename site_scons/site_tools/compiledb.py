@@ -15,7 +15,9 @@ clang arguments for GPU sources): opencoti_build/report/compdb.py.
 
 Construction variables read: COMPILEDB (the file; empty: none), FILE (`scons compile`), and each entry's
 command variable (FATCCCOM, SHCXXCOM, NVCCCOM, ...) in the env that registered it. Sets: none. Methods:
-CompileDbEntry, CompileDbObjectBuilders, CompileDbFinish.
+CompileDbEntry, CompileDbObjectBuilders, CompileDbFinish. Load it first with ``run=`` (the run's
+``opencoti_scons.progress.BuildRun``: its memo carries the database's digest between runs); a compiling tool
+loading it again on a clone gets the same database.
 """
 from __future__ import annotations
 
@@ -23,12 +25,15 @@ from typing import Any
 
 from opencoti_scons import engine
 from opencoti_scons.compiledb import CompileDb
+from opencoti_scons.progress import BuildRun
 
 
-def generate(env: Any) -> None:
+def generate(env: Any, run: BuildRun | None = None) -> None:
     if hasattr(env, "CompileDbEntry"):
         return  # loaded on an env this one was cloned from (a compiling tool loads it too): one database per run
-    db = CompileDb()  # this run's entries: every env cloned from this one registers here
+    if run is None:
+        raise ValueError("load compiledb first with run= (SConstruct does): the entries belong to the run")
+    db = CompileDb(run.memo)  # this run's entries: every env cloned from this one registers here
     env.AddMethod(db.add_entry, "CompileDbEntry")
     env.AddMethod(db.object_builders, "CompileDbObjectBuilders")
     env.AddMethod(db.finish, "CompileDbFinish")

@@ -21,6 +21,7 @@ A file whose SHA-256 the build already knows (opencoti_build.cache.file_digests:
 as written) is signed with that digest instead of being read again; a target recorded with such a
 ``sha256:`` signature is checked against one after a touch.
 
+Load it with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose ``digests`` are the packager's).
 Construction variables: none read or set. Installing the tool replaces SCons's file stamp, up-to-date check and
 content signature (through opencoti_scons.engine, once per process).
 """
@@ -36,6 +37,7 @@ import SCons.Util
 
 from opencoti_build.cache import file_digests
 from opencoti_scons import engine
+from opencoti_scons.progress import BuildRun
 
 
 def stamp(node: SCons.Node.FS.Base) -> float | None:
@@ -44,7 +46,7 @@ def stamp(node: SCons.Node.FS.Base) -> float | None:
     return max(st.st_mtime, st.st_ctime) if st else None
 
 
-def matches_record(node: SCons.Node.FS.File) -> bool:
+def matches_record(node: SCons.Node.FS.File, digests: file_digests.Digests) -> bool:
     """True when ``node``'s file is the one its last finished build recorded (stat, else content)."""
     ninfo = getattr(node.get_stored_info(), "ninfo", None)
     recorded_csig = getattr(ninfo, "csig", None)
@@ -58,30 +60,32 @@ def matches_record(node: SCons.Node.FS.File) -> bool:
     if st.st_size != getattr(ninfo, "size", None):
         return False
     if recorded_csig.startswith(file_digests.PREFIX):
-        return file_digests.signature(node.get_abspath()) == recorded_csig
+        return digests.signature(node.get_abspath()) == recorded_csig
     csig = SCons.Util.hash_file_signature(node.get_abspath(), SCons.Node.FS.File.hash_chunksize)
     return csig == recorded_csig
 
 
-def _signature(scons_csig: Callable[[SCons.Node.FS.File], str]) -> Callable[[SCons.Node.FS.File], str]:
+def _signature(scons_csig: Callable[[SCons.Node.FS.File], str],
+               digests: file_digests.Digests) -> Callable[[SCons.Node.FS.File], str]:
     def get_csig(self: SCons.Node.FS.File) -> str:
         """The digest the build already has of this very file (see file_digests), else SCons' own signature."""
         ninfo = self.get_ninfo()
         if not hasattr(ninfo, "csig"):
-            known = file_digests.known(self.get_abspath())
+            known = digests.known(self.get_abspath())
             if known is not None:
                 ninfo.csig = known
         return scons_csig(self)  # the signature just set, if any
     return get_csig
 
 
-def _current(inputs_current: Callable[[SCons.Node.FS.File], bool]) -> Callable[[SCons.Node.FS.File], bool]:
+def _current(inputs_current: Callable[[SCons.Node.FS.File], bool],
+             digests: file_digests.Digests) -> Callable[[SCons.Node.FS.File], bool]:
     def is_up_to_date(self: SCons.Node.FS.File) -> bool:
         if not inputs_current(self):
             return False
         if self.get_state() in (SCons.Node.up_to_date, SCons.Node.executed):
             return True  # decided earlier in this run (the C scanner asks again of a generated source)
-        if self.has_builder() and not matches_record(self):
+        if self.has_builder() and not matches_record(self, digests):
             if "explain" in (SCons.Script.GetOption("debug") or ()):
                 print(f"scons: rebuilding `{self}' because it is not the file the last build recorded")
             return False
@@ -89,10 +93,10 @@ def _current(inputs_current: Callable[[SCons.Node.FS.File], bool]) -> Callable[[
     return is_up_to_date
 
 
-def generate(env: Any) -> None:
+def generate(env: Any, run: BuildRun) -> None:
     engine.install("file stamp", lambda scons_stamp: stamp)
-    engine.install("file current", _current)
-    engine.install("file signature", _signature)
+    engine.install("file current", lambda original: _current(original, run.digests))
+    engine.install("file signature", lambda original: _signature(original, run.digests))
 
 
 def exists(env: Any) -> bool:

@@ -10,15 +10,20 @@ once"): the package environment's decider takes a model whose stamp changed as c
 hashing it, and the signatures SCons records for the model and the artifact are the SHA-256s the
 packager computed (opencoti_build.cache.file_digests), so SCons reads neither file.
 
-Construction variables read: ``BACKEND_DIST_DIR`` and ``ENV`` (``HOME``) by ``verify``. Sets the
-package environment's decider.
+Load it with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``: the packager's digests go into its
+``digests``). Construction variables read: ``BACKEND_DIST_DIR`` and ``ENV`` (``HOME``) by ``verify``. Sets the
+package environment's decider and FILE_DIGESTS.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from opencoti_scons.package_builders import LlamafileArtifact, LlamafileVerify, decide
+from opencoti_scons.progress import BuildRun
 
 
-def generate(env):
+def generate(env: Any, run: BuildRun) -> None:
+    env["FILE_DIGESTS"] = run.digests  # read by the packaging step when it runs (outside its signature)
     env.Decider(decide)
     env.AddMethod(LlamafileArtifact, "LlamafileArtifact")
     env.AddMethod(LlamafileVerify, "LlamafileVerify")

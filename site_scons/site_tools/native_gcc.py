@@ -1,9 +1,10 @@
 """SCons tool: the native-ELF lane's compiles and links with this machine's gcc/g++ (native/SConscript).
 
-Load it on a clone of the base env that sets NATIVE_LLAMACPP (the checkout, opencoti_build.native.native_lane
-.llamacpp_dir) and NATIVE_OUT (the lane's output directory); the rules over the source description
-are opencoti_build.native.native_lane's, the per-package flags opencoti_build.tree.package_flags'. Reading the
-lane writes nothing (``scons -n`` included): the checkout is read where it is.
+Load it, with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``), on a clone of the base env that sets
+NATIVE_LLAMACPP (the checkout, opencoti_build.native.native_lane.llamacpp_dir) and NATIVE_OUT (the lane's output
+directory); the rules over the source description are opencoti_build.native.native_lane's, the per-package flags
+opencoti_build.tree.package_flags'. Reading the lane writes nothing (``scons -n`` included): the checkout is read
+where it is.
 
 Builders: ``NativeObject`` (``.o``) and ``NativeSharedObject`` (``.os``), one C or C++ compile each,
 sources scanned by the shared include scanner (opencoti_scons/include_scanner.py: -iquote, -I, -isystem as
@@ -58,12 +59,13 @@ from opencoti_scons.native_builders import (
     out_dir,
     thin_archive,
 )
+from opencoti_scons.progress import BuildRun
 
 TOOLS = ("gcc", "g++", "ar")
 COMPILE_COMMANDS = ("CCCOM", "CXXCOM", "SHCCCOM", "SHCXXCOM")  # what the lane runs (nvcc only for the CUDA half, probed then)
 
 
-def generate(env: Any) -> None:
+def generate(env: Any, run: BuildRun) -> None:
     for tool in ("gcc", "g++", "gnulink", "ar", "compiledb", "configure_template"):
         env.Tool(tool)
     machine = platform.machine()
@@ -94,7 +96,7 @@ def generate(env: Any) -> None:
     env["BUILDERS"]["NativeSharedObject"] = object_builder("SHCCCOM", "SHCXXCOM", ".os", SharedObjectEmitter)
     env["BUILDERS"]["NativeArchive"] = SCons.Builder.Builder(
         action=Action(thin_archive, "$ARCOMSTR", varlist=["AR", "ARFLAGS"]), suffix=".a")
-    env.AddMethod(native_generated, "NativeGenerated")
+    env.AddMethod(lambda env: native_generated(env, run), "NativeGenerated")
     env.AddMethod(native_objects, "NativeObjects")
     env.AddMethod(native_cuda_library, "NativeCudaLibrary")
 

@@ -175,3 +175,23 @@ def test_tools_never_import_one_another() -> None:
             imports[path.stem] = imports.get(path.stem, set()) | {
                 n for n in names if n.split(".")[0] in tools | {"site_tools"}}
     assert {tool: found for tool, found in imports.items() if found} == {}
+
+
+PROCESS_STATE = {"site_scons/opencoti_build/incremental/build_lock.py:_held"}  # the locks this process holds
+
+
+def test_no_module_keeps_build_state_in_an_empty_container() -> None:
+    """Build state lives in the run's objects (BuildRun, Tiers, CompileDb, GgmlCore, Digests, Memo); a module-level
+    empty dict, list or set is how state used to hide."""
+    found = set()
+    for path in sorted([*ROOT.glob("site_scons/**/*.py")]):
+        for node in ast.parse(path.read_text()).body:
+            target, value = ((node.targets[0], node.value) if isinstance(node, ast.Assign) else
+                             (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None))
+            empty = (isinstance(value, (ast.Dict, ast.List, ast.Set)) and not getattr(value, "keys", None)
+                     and not getattr(value, "elts", None)) or (
+                isinstance(value, ast.Call) and getattr(value.func, "id", "") in ("dict", "list", "set")
+                and not value.args)
+            if empty and isinstance(target, ast.Name):
+                found.add(f"{path.relative_to(ROOT)}:{target.id}")
+    assert found == PROCESS_STATE

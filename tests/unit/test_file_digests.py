@@ -10,6 +10,12 @@ import pytest
 
 from opencoti_build.cache import file_digests
 
+
+@pytest.fixture
+def digests() -> file_digests.Digests:
+    return file_digests.Digests()
+
+
 DATA = bytes(range(256)) * ((9 << 20) // 256 + 7)  # over two read chunks, not a multiple of one
 
 
@@ -24,23 +30,23 @@ def expected(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def test_a_signature_is_the_sha256_of_every_byte_and_is_remembered(model: Path) -> None:
-    assert file_digests.known(model) is None
-    assert file_digests.signature(model) == expected(DATA)
-    assert file_digests.known(model) == expected(DATA)
-    assert file_digests.known(str(model)) == expected(DATA)  # a path is a path, str or Path
-    assert file_digests.signature(model).startswith(file_digests.PREFIX)
+def test_a_signature_is_the_sha256_of_every_byte_and_is_remembered(digests: file_digests.Digests, model: Path) -> None:
+    assert digests.known(model) is None
+    assert digests.signature(model) == expected(DATA)
+    assert digests.known(model) == expected(DATA)
+    assert digests.known(str(model)) == expected(DATA)  # a path is a path, str or Path
+    assert digests.signature(model).startswith(file_digests.PREFIX)
 
 
-def test_remembered_digests_are_given_back_without_reading(model: Path, monkeypatch) -> None:
-    file_digests.remember(model, os.stat(model), "ab" * 32)
+def test_remembered_digests_are_given_back_without_reading(digests: file_digests.Digests, model: Path, monkeypatch) -> None:
+    digests.remember(model, os.stat(model), "ab" * 32)
     monkeypatch.setattr(file_digests.hashlib, "sha256", None)  # any read would fail
-    assert file_digests.signature(model) == "sha256:" + "ab" * 32
+    assert digests.signature(model) == "sha256:" + "ab" * 32
 
 
 @pytest.mark.parametrize("change", ["append", "rewrite-same-size", "chmod", "replace", "touch"])
-def test_any_change_to_the_file_forgets_its_digest(model: Path, change: str) -> None:
-    file_digests.signature(model)
+def test_any_change_to_the_file_forgets_its_digest(digests: file_digests.Digests, model: Path, change: str) -> None:
+    digests.signature(model)
     data = DATA
     if change == "append":
         data = DATA + b"!"
@@ -58,17 +64,17 @@ def test_any_change_to_the_file_forgets_its_digest(model: Path, change: str) -> 
     else:
         st = model.stat()
         os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
-    assert file_digests.known(model) is None
-    assert file_digests.signature(model) == expected(data)
+    assert digests.known(model) is None
+    assert digests.signature(model) == expected(data)
 
 
-def test_a_file_gone_is_not_known(model: Path) -> None:
-    file_digests.signature(model)
+def test_a_file_gone_is_not_known(digests: file_digests.Digests, model: Path) -> None:
+    digests.signature(model)
     model.unlink()
-    assert file_digests.known(model) is None
+    assert digests.known(model) is None
 
 
-def test_a_file_written_while_it_is_read_is_not_remembered(model: Path, monkeypatch) -> None:
+def test_a_file_written_while_it_is_read_is_not_remembered(digests: file_digests.Digests, model: Path, monkeypatch) -> None:
     real_fstat = os.fstat
     calls = []
 
@@ -80,7 +86,7 @@ def test_a_file_written_while_it_is_read_is_not_remembered(model: Path, monkeypa
         return real_fstat(fd)
 
     monkeypatch.setattr(file_digests.os, "fstat", fstat_after_a_write)
-    assert file_digests.signature(model) == expected(DATA)  # what was read
+    assert digests.signature(model) == expected(DATA)  # what was read
     monkeypatch.undo()
-    assert file_digests.known(model) is None  # but not vouched for
-    assert file_digests.signature(model) == expected(DATA + b"late")
+    assert digests.known(model) is None  # but not vouched for
+    assert digests.signature(model) == expected(DATA + b"late")

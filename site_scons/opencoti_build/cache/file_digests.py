@@ -21,34 +21,37 @@ from pathlib import Path
 from opencoti_build.files import Identity, identity
 
 PREFIX = "sha256:"
-_known: dict[str, tuple[Identity, str]] = {}
 
 
-def remember(path: Path | str, st: os.stat_result, sha256: str) -> None:
-    """``path`` had the SHA-256 ``sha256`` while it had the stat ``st``."""
-    _known[os.path.abspath(path)] = (identity(st), PREFIX + sha256)
+class Digests:
+    """The digests one run knows: path -> (the stat identity it had, its ``sha256:`` signature)."""
 
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[Identity, str]] = {}
 
-def known(path: Path | str) -> str | None:
-    """The remembered signature of ``path``, if it still has the stat it had then; else None."""
-    entry = _known.get(os.path.abspath(path))  # (no stat for a file never remembered: every node asks)
-    if entry is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return entry[1] if identity(st) == entry[0] else None
+    def remember(self, path: Path | str, st: os.stat_result, sha256: str) -> None:
+        """``path`` had the SHA-256 ``sha256`` while it had the stat ``st``."""
+        self._known[os.path.abspath(path)] = (identity(st), PREFIX + sha256)
 
+    def known(self, path: Path | str) -> str | None:
+        """The remembered signature of ``path``, if it still has the stat it had then; else None."""
+        entry = self._known.get(os.path.abspath(path))  # (no stat for a file never remembered: every node asks)
+        if entry is None:
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return entry[1] if identity(st) == entry[0] else None
 
-def signature(path: Path | str) -> str:
-    """``path``'s ``sha256:`` signature: the remembered one, else read and hashed now (and remembered)."""
-    found = known(path)
-    if found is not None:
-        return found
-    with open(path, "rb", buffering=0) as f:
-        before = os.fstat(f.fileno())
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-        if identity(os.fstat(f.fileno())) == identity(before):
-            remember(path, before, digest)
-    return PREFIX + digest
+    def signature(self, path: Path | str) -> str:
+        """``path``'s ``sha256:`` signature: the remembered one, else read and hashed now (and remembered)."""
+        found = self.known(path)
+        if found is not None:
+            return found
+        with open(path, "rb", buffering=0) as f:
+            before = os.fstat(f.fileno())
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+            if identity(os.fstat(f.fileno())) == identity(before):
+                self.remember(path, before, digest)
+        return PREFIX + digest

@@ -18,7 +18,9 @@ from pathlib import Path
 from opencoti_build.errors import UserError, os_error_line
 
 LOCK_NAME = ".lock"
-_held: dict[str, int] = {}  # lock file -> the fd this process holds it through
+# lock file -> the fd this process holds it through: an OS resource of the process (released only when it
+# exits), not state of one build, so it lives as long as the process does
+_held: dict[str, int] = {}
 
 
 def _holder(fd: int) -> str:

@@ -13,7 +13,7 @@ full path, which decides exactly as before.
 
 When only the build phase's files changed (an edit of a source or header: nothing the SConscripts read
 or listed, no code, no variable), the full run's reading is the recorded one's, so it may reuse what that
-reading computed (:func:`remembered`: the compile database's digest) and, while no file a header search
+reading computed (:class:`Memo`: the compile database's digest) and, while no file a header search
 looked at appeared or vanished, the includes SCons scanned (its implicit cache): :func:`carry_over`.
 Such a run keeps every recorded path in its own record, since it skips the work that observed them.
 
@@ -201,7 +201,7 @@ class CarryOver:
     """What a run may take from the last record when the SConscripts' reading is the same as then.
 
     ``now``: every recorded path's signature at the check; ``memo``: what that reading computed
-    (:func:`remembered`); ``implicit_cache``: no file the build phase looked at appeared, vanished or
+    (:class:`Memo`); ``implicit_cache``: no file the build phase looked at appeared, vanished or
     changed kind and no directory it listed changed, so no header search can find another file than
     before and SCons may reuse the includes it scanned (SCons' implicit cache; a changed file is still
     rescanned, as SCons does for any out-of-date target)."""
@@ -234,19 +234,21 @@ def carry_over(record: Record, args: Sequence[str], cwd: str, environ: Mapping[s
     return CarryOver(now, dict(record.memo), same_search)
 
 
-_memo_in: dict[str, str] = {}
-_memo_out: list[dict[str, str]] = []
+@dataclass
+class Memo:
+    """Values one run's reading computes from what the record holds (the compile database's digest): those of the
+    last run when its reading carried over, and this run's, which its record keeps for the next."""
 
+    carried: dict[str, str] = field(default_factory=dict)  # the last reading's (carry_over), else empty
+    kept: dict[str, str] = field(default_factory=dict)  # this reading's: the recorder's memo, when one records
 
-def remembered(key: str) -> str | None:
-    """A value this run's reading computed last time, when that reading is known to be the same (carry_over)."""
-    return _memo_in.get(key)
+    def remembered(self, key: str) -> str | None:
+        """A value this run's reading computed last time, when that reading is known to be the same."""
+        return self.carried.get(key)
 
-
-def remember(key: str, value: str) -> None:
-    """Keep ``value``, computed while reading from what the record holds, for the next run's :func:`remembered`."""
-    for memo in _memo_out:
-        memo[key] = value
+    def remember(self, key: str, value: str) -> None:
+        """Keep ``value`` for the next run's :meth:`remembered`."""
+        self.kept[key] = value
 
 
 def replay(record: Record, quiet: bool, silent: bool, seconds: float) -> None:
@@ -339,7 +341,6 @@ class Recorder:
         self.listed |= record.listed
         self.carried = set(carry.now) - record.reading - record.reading_found
         self.kept_reading = record.reading & carry.now.keys()
-        _memo_in.update(carry.memo)
 
     @property
     def hidden(self) -> tuple[str, ...]:
@@ -435,7 +436,6 @@ def start(record_path: str, args: Sequence[str], running: str) -> Recorder:
     :meth:`Recorder.locate` as soon as it knows them, ends reading with :func:`reading_done`, and has the
     build's end call :meth:`Recorder.finish` (site_tools/null_build_record.py)."""
     recorder = Recorder(record_path, list(args), os.getcwd(), environment(os.environ), running, (record_path,), ())
-    _memo_out.append(recorder.memo)
     real_stat, real_lstat = os.stat, os.lstat
 
     def observed_stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:

@@ -19,7 +19,6 @@ ASSETS: tuple[str, ...] = ("index.html", "bundle.js", "bundle.css", "loading.htm
 DEFINE = "LLAMA_BUILD_WEBUI"
 SERVER_MAIN = "llama.cpp/tools/server/server.cpp"
 SERVER_PACKAGE = "server"
-_said: set[str] = set()
 
 
 class WebUiError(UserError):
@@ -39,14 +38,10 @@ def enabled(root: Path | str, llama: Path | str | None = None) -> bool:
     return bool(present)
 
 
-def off_note(public: Path | str) -> str | None:
-    """The one NOTE a build without the UI prints, naming the ``public`` dir (None once said in this run)."""
-    line = (f"NOTE: web UI off: {public} has none of {', '.join(ASSETS)} (llama.cpp's "
+def off_note(public: Path | str) -> str:
+    """The NOTE a build without the UI prints, naming the ``public`` dir (said once a run: BuildRun.note)."""
+    return (f"NOTE: web UI off: {public} has none of {', '.join(ASSETS)} (llama.cpp's "
             "fetch-ui-assets.sh fetches them); the server is built without its bundled UI")
-    if line in _said:
-        return None
-    _said.add(line)
-    return line
 
 
 def applies(package: str, rel: str) -> bool:

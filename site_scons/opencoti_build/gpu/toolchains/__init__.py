@@ -61,7 +61,16 @@ def locate(settings: Mapping[str, Any], variable: str, program: str, defaults: S
     return Location(shutil.which(program, path=settings["ENV"].get("PATH")), None, searched)
 
 
-def run(argv: Sequence[str], environ: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+Environ = tuple[tuple[str, str], ...]  # an environment as a memoized probe's argument (hashable)
+
+
+def frozen(environ: Mapping[str, Any]) -> Environ:
+    """``environ`` as a hashable argument: probes memoize per program and environment (functools.cache), since a
+    build asks again for every backend and the answer cannot change within it."""
+    return tuple(sorted((str(k), str(v)) for k, v in environ.items()))
+
+
+def run(argv: Sequence[str], environ: Mapping[str, str] | Environ) -> subprocess.CompletedProcess[str]:
     """A probe command's result (never raises for its exit status; OSError and TimeoutExpired pass)."""
     return subprocess.run(list(argv), env=dict(environ), capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
                           check=False)

@@ -9,6 +9,7 @@ cuBLAS, so they cannot disagree on ``GGML_CUDA_NO_VMM``.
 """
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import platform
@@ -21,7 +22,7 @@ from typing import Any
 from opencoti_build.errors import Absent
 from opencoti_build.gpu import cublas as cublas_lookup
 from opencoti_build.gpu import cuda_archs
-from opencoti_build.gpu.toolchains import Location, ToolchainBroken, locate, run, setting
+from opencoti_build.gpu.toolchains import Environ, Location, ToolchainBroken, frozen, locate, run, setting
 
 DEFAULT_CUDA_PATH = "/usr/local/cuda-12.6"
 LOCATE_HINT = (f"point it at a CUDA 12.x/13.x toolkit, or leave it empty to search {DEFAULT_CUDA_PATH} "
@@ -48,7 +49,6 @@ def host_intermediate_map(obj: str) -> tuple[str, str]:
     return obj + HOST_INTERMEDIATE_SUFFIX, SCCACHE_HOST_INTERMEDIATE
 
 
-_VERSIONS: dict[tuple[str, int], cuda_archs.Version | str] = {}  # a str: why that nvcc is unusable
 
 
 @dataclass(frozen=True)
@@ -86,19 +86,21 @@ def candidate_roots() -> list[str]:
     return list(dict.fromkeys([DEFAULT_CUDA_PATH, "/usr/local/cuda", *others]))
 
 
+@functools.cache
+def _version(nvcc: str, real: str, mtime_ns: int, environ: Environ) -> cuda_archs.Version | str:
+    """``nvcc --version`` of the nvcc at ``real`` as it is at ``mtime_ns``, or why it failed (a str)."""
+    try:
+        proc = run([nvcc, "--version"], environ)
+        if proc.returncode != 0:
+            raise OSError(f"exit status {proc.returncode}")
+        return cuda_archs.parse_nvcc_version(proc.stdout)
+    except (OSError, subprocess.TimeoutExpired, cuda_archs.CudaArchError) as exc:
+        return f"`{nvcc} --version` failed ({exc}); the toolkit is broken: reinstall it or point CUDA_PATH elsewhere"
+
+
 def nvcc_version(nvcc: str, environ: Mapping[str, str]) -> cuda_archs.Version:
     """``nvcc --version``, run once per (path, mtime) in a build; a failing nvcc raises ToolchainBroken."""
-    key = (os.path.realpath(nvcc), os.stat(nvcc).st_mtime_ns)
-    if key not in _VERSIONS:
-        try:
-            proc = run([nvcc, "--version"], environ)
-            if proc.returncode != 0:
-                raise OSError(f"exit status {proc.returncode}")
-            _VERSIONS[key] = cuda_archs.parse_nvcc_version(proc.stdout)
-        except (OSError, subprocess.TimeoutExpired, cuda_archs.CudaArchError) as exc:
-            _VERSIONS[key] = (f"`{nvcc} --version` failed ({exc}); the toolkit is broken: reinstall it or point "
-                              f"CUDA_PATH elsewhere")
-    found = _VERSIONS[key]
+    found = _version(nvcc, os.path.realpath(nvcc), os.stat(nvcc).st_mtime_ns, frozen(environ))
     if isinstance(found, str):
         raise ToolchainBroken(found)
     return found

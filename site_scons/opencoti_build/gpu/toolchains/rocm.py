@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from collections.abc import Mapping
@@ -17,13 +18,12 @@ from typing import Any
 
 from opencoti_build.errors import Absent
 from opencoti_build.gpu.rocm_archs import RocmSupport, device_lib_isas, parse_hipcc_config, parse_supported_cpus
-from opencoti_build.gpu.toolchains import Location, ToolchainBroken, locate, run
+from opencoti_build.gpu.toolchains import Environ, Location, ToolchainBroken, frozen, locate, run
 
 DEFAULT_ROCM_PATH = "/opt/rocm"
 LOCATE_HINT = f"point it at a ROCm install or leave it empty to use {DEFAULT_ROCM_PATH} or PATH"
 COMPRESS_FLAG = "--offload-compress"
 
-_PROBES: dict[tuple[str, str], "HipToolchain | str"] = {}  # a str: why that hipcc is unusable
 
 
 @dataclass(frozen=True)
@@ -85,13 +85,16 @@ def probe(settings: Mapping[str, Any]) -> HipToolchain:
     environ = {**settings["ENV"], "HIP_PLATFORM": "amd"}
     if where.root:
         environ["ROCM_PATH"] = where.root
-    key = (where.program, where.root or "")
-    if key not in _PROBES:
-        try:
-            _PROBES[key] = _interrogate(where.program, where.root, environ)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            _PROBES[key] = f"{where.program} could not be run ({exc})"
-    found = _PROBES[key]
+    found = _probed(where.program, where.root, frozen(environ))
     if isinstance(found, str):
         raise ToolchainBroken(f"{found}; fix or remove that hipcc, or set ROCM_PATH to a working ROCm")
     return found
+
+
+@functools.cache
+def _probed(program: str, root: str | None, environ: Environ) -> HipToolchain | str:
+    """:func:`_interrogate`'s answer, or why that hipcc could not be run (a str)."""
+    try:
+        return _interrogate(program, root, dict(environ))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{program} could not be run ({exc})"

@@ -3,17 +3,17 @@ OPENCOTI_VULKAN_SDK; else ``glslc`` on PATH), asked its version once per glslc i
 """
 from __future__ import annotations
 
+import functools
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from opencoti_build.errors import Absent
-from opencoti_build.gpu.toolchains import Location, ToolchainBroken, locate, run
+from opencoti_build.gpu.toolchains import Environ, Location, ToolchainBroken, frozen, locate, run
 
 LOCATE_HINT = "point it at a Vulkan SDK or leave it empty to use glslc on PATH"
 
-_PROBES: dict[str, "GlslcToolchain | str"] = {}  # a str: why that glslc is unusable
 
 
 @dataclass(frozen=True)
@@ -36,15 +36,20 @@ def probe(settings: Mapping[str, Any]) -> GlslcToolchain:
     glslc = find_glslc(settings).program
     if glslc is None:
         raise Absent("no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR")
-    if glslc not in _PROBES:
-        try:
-            proc = run([glslc, "--version"], settings["ENV"])
-            first = (proc.stdout.strip().splitlines() or [""])[0]
-            _PROBES[glslc] = (GlslcToolchain(glslc=glslc, version=first, record=f"glslc {first}") if proc.returncode == 0 and first
-                              else f"{glslc} --version failed (exit {proc.returncode}); reinstall glslc")
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            _PROBES[glslc] = f"{glslc} could not be run ({exc})"
-    found = _PROBES[glslc]
+    found = _interrogate(glslc, frozen(settings["ENV"]))
     if isinstance(found, str):
         raise ToolchainBroken(found)
     return found
+
+
+@functools.cache
+def _interrogate(glslc: str, environ: Environ) -> GlslcToolchain | str:
+    """What ``glslc --version`` says, or why that glslc is unusable (a str)."""
+    try:
+        proc = run([glslc, "--version"], environ)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{glslc} could not be run ({exc})"
+    first = (proc.stdout.strip().splitlines() or [""])[0]
+    if proc.returncode == 0 and first:
+        return GlslcToolchain(glslc=glslc, version=first, record=f"glslc {first}")
+    return f"{glslc} --version failed (exit {proc.returncode}); reinstall glslc"
