@@ -113,10 +113,10 @@ def test_every_argument_is_checked_not_only_the_first(args: list[str], fast: boo
 
 def test_under_is_the_place_itself_inside_it_or_a_sibling_temporary() -> None:
     places = ("/co/build", "/co/.lock")
-    assert null_build._under("/co/build", places) and null_build._under("/co/build/o/x.o", places)
-    assert null_build._under("/co/build.1234.tmp", places) and null_build._under("/co/.lock", places)
-    assert not null_build._under("/co/build2", places) and not null_build._under("/co/buil", places)
-    assert not null_build._under("/co", places) and not null_build._under("/elsewhere", places)
+    assert null_build.record.under("/co/build", places) and null_build.record.under("/co/build/o/x.o", places)
+    assert null_build.record.under("/co/build.1234.tmp", places) and null_build.record.under("/co/.lock", places)
+    assert not null_build.record.under("/co/build2", places) and not null_build.record.under("/co/buil", places)
+    assert not null_build.record.under("/co", places) and not null_build.record.under("/elsewhere", places)
 
 
 def test_a_listing_leaves_out_hidden_entries_and_tells_names_apart(tmp_path: Path) -> None:
@@ -155,6 +155,13 @@ def test_a_record_of_another_format_or_shape_is_no_record(tmp_path: Path) -> Non
     import marshal
 
     path = tmp_path / "record"
-    for fields in ((1,) + (None,) * 14, (null_build.FORMAT,) * 14, [null_build.FORMAT] + [None] * 14, "text"):
-        path.write_bytes(marshal.dumps(fields))
-        assert null_build.Record.load(str(path)) is None, fields
+    good = null_build.Record(["-Q"], "/co", {}, RUNNING, {}, {"/co/src"}, [], (), [], ["host"], 1)
+    good.dump(str(path))
+    assert null_build.Record.load(str(path)) == good  # sets come back as sets
+    fields = marshal.loads(path.read_bytes())
+    others = [(2,) + (None,) * 14,  # format 2's tuple
+              {**fields, "format": 2}, {k: v for k, v in fields.items() if k != "memo"}, {**fields, "extra": 1},
+              [null_build.FORMAT] + [None] * 14, "text"]
+    for other in others:
+        path.write_bytes(marshal.dumps(other))
+        assert null_build.Record.load(str(path)) is None, other

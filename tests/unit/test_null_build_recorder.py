@@ -158,10 +158,10 @@ def test_a_program_run_is_observed_where_path_finds_it_and_git_adds_its_reposito
 
 def test_git_files_follow_the_head_ref_and_the_c_option(tmp_path: Path) -> None:
     write(tmp_path / ".git" / "HEAD", "0123456789abcdef\n")  # a detached head: no ref file
-    files = null_build._git_files(["git", "rev-parse", "HEAD"], str(tmp_path))
+    files = null_build.observe._git_files(["git", "rev-parse", "HEAD"], str(tmp_path))
     git = str(tmp_path / ".git")
     assert files == [git, f"{git}/HEAD", f"{git}/index", f"{git}/packed-refs"]
-    assert null_build._git_files(["git", "status", "-C"], str(tmp_path / "none"))[0] == str(tmp_path / "none" / ".git")
+    assert null_build.observe._git_files(["git", "status", "-C"], str(tmp_path / "none"))[0] == str(tmp_path / "none" / ".git")
 
 
 def test_the_fast_path_prints_what_a_full_null_build_prints(capsys) -> None:
@@ -180,7 +180,7 @@ def test_the_fast_path_prints_what_a_full_null_build_prints(capsys) -> None:
 def test_the_reading_phase_output_is_kept_and_still_written(tmp_path: Path, capsys) -> None:
     rec = recorder(tmp_path)
     real = sys.stdout
-    sys.stdout = null_build._Tee(sys.stdout, 1, rec.read_phase)
+    sys.stdout = null_build.observe._Tee(sys.stdout, 1, rec.read_phase)
     try:
         print("NOTE: toolchain")
         assert sys.stdout.encoding == real.encoding  # the rest of the stream is the real one's

@@ -1,0 +1,134 @@
+"""Whether a run may take the fast path: its arguments, then every recorded path and setting compared; what a
+run whose reading is the last one's may carry over (:class:`CarryOver`, :class:`Memo`)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from opencoti_build.incremental.null_build.record import Record, Signature, environment, signature
+
+# Options that change neither what is built nor what is printed about it.
+_FREE_OPTIONS = {"-Q", "-s", "--silent", "--quiet", "-k", "--keep-going"}
+_WITH_VALUE: dict[str, Callable[[str], bool]] = {"-j": str.isdigit, "--jobs": str.isdigit,
+                                                 "-C": bool, "--directory": bool}
+_NEVER_FAST = {"package", "verify"}  # their checks read whole artifacts: always the full path
+
+
+def eligible(args: Sequence[str]) -> bool:
+    """Whether a run with these command-line arguments (after the program name) may take the fast path."""
+    value_check: Callable[[str], bool] | None = None
+    for arg in args:
+        if value_check is not None:
+            if not value_check(arg):
+                return False
+            value_check = None
+            continue
+        if arg in _FREE_OPTIONS:
+            continue
+        if arg in _WITH_VALUE:
+            value_check = _WITH_VALUE[arg]
+            continue
+        option, _, value = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
+        if option in _WITH_VALUE and value and _WITH_VALUE[option](value):
+            continue  # -j4, --jobs=4, -Cdir, --directory=dir
+        if arg.startswith("-"):
+            return False
+        if "=" not in arg and arg in _NEVER_FAST:
+            return False
+    return value_check is None
+
+
+
+def difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],
+               running: str) -> str | None:
+    """The first thing ``record`` depends on that differs now, in words; None when nothing does."""
+    if record.args != list(args):
+        return "the command line"
+    if record.cwd != cwd:
+        return "the working directory"
+    now = environment(environ)
+    if record.environ != now:
+        changed = sorted(k for k in set(now) | set(record.environ) if now.get(k) != record.environ.get(k))
+        return f"the environment ({', '.join(changed)})"
+    if record.interpreter != running:
+        return "the Python or SCons running the build"
+    for path in record.present:
+        if not os.path.isfile(path):
+            return f"{path} is missing"
+    listed, hidden = record.listed, record.hidden
+    for path, sig in record.paths.items():
+        if signature(path, path in listed, hidden) != sig:
+            return f"{path} changed"
+    return None
+
+
+
+def _kind(sig: Signature) -> Signature:
+    """Whether a path is there, and as what (a file of some type, a directory)."""
+    return None if sig is None else sig[:1]
+
+
+
+def _found(sig: Signature) -> Signature:
+    """What a header search sees of a path: its kind, and a listed directory's entries."""
+    return sig if sig is None or sig[0] == "d" else sig[:1]
+
+
+
+@dataclass(frozen=True)
+class CarryOver:
+    """What a run may take from the last record when the SConscripts' reading is the same as then.
+
+    ``now``: every recorded path's signature at the check; ``memo``: what that reading computed
+    (:class:`Memo`); ``implicit_cache``: no file the build phase looked at appeared, vanished or
+    changed kind and no directory it listed changed, so no header search can find another file than
+    before and SCons may reuse the includes it scanned (SCons' implicit cache; a changed file is still
+    rescanned, as SCons does for any out-of-date target)."""
+
+    now: dict[str, Signature]
+    memo: dict[str, str]
+    implicit_cache: bool
+
+
+
+def carry_over(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],
+               running: str) -> CarryOver | None:
+    """What this run may reuse from ``record`` (see CarryOver); None when anything the reading used differs:
+    the command line, working directory, environment, Python, SCons, the code, a file the SConscripts
+    opened or ran (or an executable they looked at: a probe's compiler), a directory they listed, or the
+    existence of a file they looked for. Sources and headers may have been edited, outputs rebuilt."""
+    if (record.args, record.cwd, record.interpreter) != (list(args), cwd, running):
+        return None
+    if record.environ != environment(environ):
+        return None
+    now: dict[str, Signature] = {}
+    same_search = True
+    for path, sig in record.paths.items():
+        current = now[path] = signature(path, path in record.listed, record.hidden)
+        if current != sig:
+            if path in record.reading:
+                return None
+            if path in record.reading_found and _kind(current) != _kind(sig):
+                return None
+            same_search = same_search and _found(current) == _found(sig)
+    return CarryOver(now, dict(record.memo), same_search)
+
+
+
+@dataclass
+class Memo:
+    """Values one run's reading computes from what the record holds (the compile database's digest): those of the
+    last run when its reading carried over, and this run's, which its record keeps for the next."""
+
+    carried: dict[str, str] = field(default_factory=dict)  # the last reading's (carry_over), else empty
+    kept: dict[str, str] = field(default_factory=dict)  # this reading's: the recorder's memo, when one records
+
+    def remembered(self, key: str) -> str | None:
+        """A value this run's reading computed last time, when that reading is known to be the same."""
+        return self.carried.get(key)
+
+    def remember(self, key: str, value: str) -> None:
+        """Keep ``value`` for the next run's :meth:`remembered`."""
+        self.kept[key] = value
+
