@@ -1,4 +1,4 @@
-"""SCons tool: the build's side of the null build's record (opencoti_build/incremental/null_build.py).
+"""SCons tool: the build's side of the null build's record (opencoti_build/incremental/null_build/).
 
 Notes, for the recorder SConstruct started, the top-level targets in the order a null build says "is up
 to date" of them, refuses a graph with a step that always runs (it would run on a null build too), and

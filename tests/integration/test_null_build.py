@@ -1,4 +1,4 @@
-"""The null build's fast path (opencoti_build/incremental/null_build.py) on a private checkout, case by case: what it
+"""The null build's fast path (opencoti_build/incremental/null_build/) on a private checkout, case by case: what it
 prints, a header shadowing another in a search path, a stale DSO under HOME. The seeded differential test
 against a full SCons evaluation is tests/soak/test_null_build.py."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The null build's fast path (opencoti_build/incremental/null_build.py) against a full SCons evaluation.
+"""The null build's fast path (opencoti_build/incremental/null_build/) against a full SCons evaluation.
 
 A differential test: seeded random rounds, each applying one mutation to a private checkout (SConstruct,
 SConscripts, site_scons and the miniature tree, in a git repository), then asking a full evaluation
