@@ -41,10 +41,6 @@ class Toolchain:
     def ar(self) -> str:
         return str(self.root / "bin" / "ar.ape")
 
-    def x86_64_compiler(self, cxx: bool) -> str | None:
-        """The compiler behind the fat driver's x86-64 half (None: the stand-in's gcc/g++)."""
-        return self.compiler("x86_64", cxx)
-
     def compiler(self, arch: str, cxx: bool) -> str | None:
         """The compiler behind one half of the fat driver (None: the stand-in's gcc/g++ of that arch)."""
         if self.kind == "stand-in":

@@ -150,11 +150,6 @@ def compile_commands(driver: str, args: list[str]) -> dict[str, list[str]]:
     return _compile_argvs(driver, parse(args))[0]
 
 
-def x86_64_compile_command(driver: str, args: list[str], x86_compiler: str | None = None) -> list[str]:
-    """The x86-64 half of a fat compile, as a plain compiler sees it (for compile_commands.json)."""
-    return half_compile_command(driver, args, "x86_64", x86_compiler)
-
-
 def half_compile_command(driver: str, args: list[str], arch: str, compiler: str | None = None) -> list[str]:
     """One architecture's half of a fat compile, as a plain compiler sees it (for compile_commands.json)."""
     inv = parse(args)

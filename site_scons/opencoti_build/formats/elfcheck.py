@@ -49,11 +49,6 @@ def _parse(path: str) -> lief.ELF.Binary:
     return binary
 
 
-def needed_libraries(path: str) -> list[str]:
-    """DT_NEEDED entries of ``path``, in order."""
-    return [lief_str(name) for name in _parse(path).libraries]
-
-
 def _ld_so_conf_dirs(conf: str = "/etc/ld.so.conf", _seen: frozenset[str] = frozenset()) -> list[str]:
     """Directories listed by ld.so.conf and the files it includes (what ldconfig caches)."""
     if conf in _seen or not os.path.isfile(conf):
