@@ -522,6 +522,9 @@ def test_a_failing_git_is_named_with_its_first_message_or_status(tree):
         patch_series._git(tree, "show", "no-such-ref")
     assert str(failure.value) == (f"git show failed in {tree}: fatal: ambiguous argument 'no-such-ref': unknown "
                                   f"revision or path not in the working tree.")
+    with pytest.raises(patch_series.SeriesError) as failure:  # git echoes the argument's bytes: not UTF-8
+        patch_series._git(tree, "show", os.fsdecode(b"no-\xff-ref"))
+    assert str(failure.value).startswith(f"git show failed in {tree}: fatal: ambiguous argument 'no-\ufffd-ref'")
     (tree / "llamafile/main.c").write_text("edit\n")
     with pytest.raises(patch_series.SeriesError) as failure:
         patch_series._git(tree, "diff", "--quiet")  # differences: status 1, nothing on stderr
