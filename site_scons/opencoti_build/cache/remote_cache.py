@@ -16,13 +16,14 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import zstandard
 
 from opencoti_build.cache import cache_entry
 from opencoti_build.errors import UserError
+from opencoti_build.report.summary import Tally
 
 # Entries whose target is larger than this are not pushed (one NOTE per run counts them): Redis holds a
 # value in memory and sends it whole, and a team's cache is better spent on many objects than one DSO.
@@ -94,24 +95,16 @@ def unpack(value: bytes, name: str) -> tuple[bytes, bytes, int]:
 
 
 @dataclass
-class TierCounts:
+class TierCounts(Tally):
     """What one tier did in a run; counted per target file (a fat object and its twin are two)."""
 
     hits: int = 0
     misses: int = 0
     corrupt: int = 0
     pushed: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, kind: str, n: int = 1) -> None:
-        with self.lock:  # retrieves and pushes run in SCons' worker threads
-            setattr(self, kind, getattr(self, kind) + n)
 
     def text(self, name: str) -> str:
         return f"{name} {self.hits} hits / {self.misses} misses / {self.corrupt} corrupt / {self.pushed} pushed"
-
-    def any(self) -> bool:
-        return bool(self.hits or self.misses or self.corrupt or self.pushed)
 
 
 def tiers_line(tiers: Sequence[tuple[str, TierCounts]]) -> str:

@@ -10,20 +10,30 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 @dataclass
-class Counts:
+class Tally:
+    """Counters that threads add to (SCons's worker threads retrieve and push; tasks finish on the main one):
+    a subclass declares them as int fields."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False, kw_only=True)
+
+    def add(self, kind: str, n: int = 1) -> None:
+        with self.lock:
+            setattr(self, kind, getattr(self, kind) + n)
+
+    def any(self) -> bool:
+        return any(getattr(self, f.name) for f in fields(self) if f.name != "lock")
+
+
+@dataclass
+class Counts(Tally):
     compiled: int = 0
     cached: int = 0
     current: int = 0
     failed: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, kind: str) -> None:
-        with self.lock:  # -j: tasks finish on the main thread in SCons, but keep it safe anyway
-            setattr(self, kind, getattr(self, kind) + 1)
 
 
 def line(counts: Counts, seconds: float) -> str:
