@@ -402,7 +402,7 @@ def host_sources(root: Path | str) -> dict[str, list[str]]:
     missing = [s for s in GGML_CORE_SOURCES if not (root / s).is_file()]
     if missing:
         raise MissingSourcesError(
-            f"SRC={root} lacks {missing[0]}, a ggml core source (GGML_CORE_SOURCES in site_scons/opencoti_build/"
+            f"SRC={root} lacks {missing[0]}, a ggml core source (GGML_CORE_SOURCES in site_scons/opencoti_build/tree/"
             "sources.py); restore it (`scons apply` for the vendored tree) or point SRC= at a complete llamafile tree")
     found = {}
     for package in HOST_PROGRAM.packages:
