@@ -165,3 +165,14 @@ def test_a_record_of_another_format_or_shape_is_no_record(tmp_path: Path) -> Non
     for other in others:
         path.write_bytes(marshal.dumps(other))
         assert null_build.Record.load(str(path)) is None, other
+
+
+def test_a_listing_leaves_out_the_bytecode_cache_a_first_import_creates(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "mod.py").write_text("")
+    before = null_build.signature(str(package), True)
+    (package / "__pycache__").mkdir()  # what importing pkg.mod mid-run does
+    assert null_build.signature(str(package), True) == before
+    (package / "other.py").write_text("")
+    assert null_build.signature(str(package), True) != before
