@@ -145,3 +145,12 @@ def test_lines_go_to_the_stdout_of_the_moment_they_are_written(fs, monkeypatch) 
     monkeypatch.setattr("sys.stdout", later)
     run.say("3 compiled")
     assert later.getvalue() == "3 compiled\n"
+
+
+def test_a_note_is_said_once_a_run_however_many_parts_reach_it() -> None:
+    out = io.StringIO()
+    run = BuildRun(started=0.0, out=out)
+    for _ in range(2):
+        run.note("NOTE: web UI off")
+    run.note("NOTE: another")
+    assert out.getvalue() == "NOTE: web UI off\nNOTE: another\n"
