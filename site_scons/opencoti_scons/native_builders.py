@@ -16,14 +16,14 @@ from opencoti_build.gpu import cuda_sources
 from opencoti_build.gpu.toolchains import cuda as cuda_toolchain
 from opencoti_build.incremental import build_lock
 from opencoti_build.native import native_lane
-from opencoti_build.tree import package_flags, sources, webui
+from opencoti_build.tree import package_flags, sources, upstream, webui
 from opencoti_scons.compiledb import object_emitter
 from opencoti_scons.include_scanner import include_scanner
 from opencoti_scons.progress import BuildRun
 
 
 def _tree_path(env: Any, rel: str) -> str:
-    return native_lane.tree_path(rel, env["NATIVE_LLAMACPP"])
+    return upstream.tree_path(rel, env["NATIVE_LLAMACPP"])
 
 
 def out_dir(env: Any, name: str) -> str:

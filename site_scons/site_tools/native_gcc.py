@@ -1,7 +1,7 @@
 """SCons tool: the native-ELF lane's compiles and links with this machine's gcc/g++ (native/SConscript).
 
 Load it, with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``), on a clone of the base env that sets
-NATIVE_LLAMACPP (the checkout, opencoti_build.native.native_lane.llamacpp_dir) and NATIVE_OUT (the lane's output
+NATIVE_LLAMACPP (the checkout, opencoti_build.tree.upstream.checkout_dir) and NATIVE_OUT (the lane's output
 directory); the rules over the source description are opencoti_build.native.native_lane's, the per-package flags
 opencoti_build.tree.package_flags'. Reading the lane writes nothing (``scons -n`` included): the checkout is read
 where it is.

@@ -94,7 +94,7 @@ def test_sccache_on_redis_a_second_clone_at_another_path_hits_remotely(nvcc13, p
         shutil.copytree(MINI_TREE, clone / "tree")
         env = {**sccache_env(tmp_path / f"{name}-sccache"), "SCCACHE_REDIS_ENDPOINT": server.url}
         try:
-            proc = scons("SRC=tree", "LLAMACPP=tree/llama.cpp", "BUILD_DIR=build", f"CUDA_PATH={NVCC13_ROOT}",
+            proc = scons("SRC=tree", "BUILD_DIR=build", f"CUDA_PATH={NVCC13_ROOT}",
                          "CUDA_ARCHS=75", "FA_ALL_QUANTS=0", "CACHE_DIR=", "CCWRAPPER=sccache",
                          "host", "native", "cuda", build=tmp_path / f"{name}-dist", project=clone, env_extra=env)
             return clone, proc, sccache_stats(env)

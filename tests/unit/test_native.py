@@ -13,8 +13,6 @@ from opencoti_build.gpu import cublas
 from opencoti_build.native import native_lane
 from opencoti_build.tree import sources
 
-from scons_runs import MINI_TREE
-
 
 def test_native_packages_are_the_programs_llamacpp_parts_in_link_order() -> None:
     packages = native_lane.native_packages("x86_64")
@@ -40,19 +38,6 @@ def test_fat_only_flags_and_defines_are_dropped() -> None:
     assert native_lane.native_defines(sources.LLAMA_DEFINES) == [
         "GGML_USE_CPU", "GGML_USE_CPU_REPACK", "GGML_USE_OPENMP", "GGML_SCHED_MAX_COPIES=4", "NDEBUG"]
     assert native_lane.native_defines(sources.LLAMAFILE.defines) == []  # LLAMAFILE_TUI renames main
-
-
-def test_description_paths_map_onto_the_checkout() -> None:
-    assert native_lane.tree_path("llama.cpp/ggml/src/ggml.c", "/x/lc") == "/x/lc/ggml/src/ggml.c"
-    with pytest.raises(ValueError, match="outside llama.cpp/"):
-        native_lane.tree_path("llamafile/sgemm.cpp", "/x/lc")
-
-
-def test_llamacpp_must_hold_ggml_and_src(tmp_path: Path) -> None:
-    (tmp_path / "ggml").mkdir()
-    with pytest.raises(native_lane.NativeTreeError, match=r"no src/\); point LLAMACPP="):
-        native_lane.llamacpp_dir(str(tmp_path), "/unused", "/unused")
-    assert native_lane.llamacpp_dir("", str(MINI_TREE), "/unused") == str(MINI_TREE / "llama.cpp")
 
 
 def test_configure_template_is_cmakes_at_only_configure_file() -> None:

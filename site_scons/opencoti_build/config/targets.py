@@ -94,9 +94,10 @@ class Plan:
 
 
 def plan(targets: Iterable[object], outputs: Outputs, project: str, *, host_prebuilt: bool,
-         cpu_only: bool) -> Plan:
-    """The run's plan; UserError for a target that is no target name and no path the build writes, or for
-    ``apply`` with ``reset``."""
+         cpu_only: bool, checkout: bool = False) -> Plan:
+    """The run's plan; UserError for a target that is no target name and no path the build writes, for
+    ``apply`` with ``reset``, or for a GPU backend asked for with ``checkout`` (LLAMACPP=: llama.cpp's own
+    server, which loads no llamafile DSO, is the host; no target then wants every backend)."""
     given = [str(t) for t in targets]
     check_known(given, [outputs.build_dir, outputs.dist_dir, outputs.backend_dist_dir, outputs.compiledb], project)
     names = frozenset(given)
@@ -107,6 +108,12 @@ def plan(targets: Iterable[object], outputs: Outputs, project: str, *, host_preb
     around_backends = (outputs.backend_dist_dir, os.path.join(outputs.build_dir, "backends"))
     wanted = (list(backends.NAMES) if asks_for(given, want_all, around_backends, project)
               else [name for name in backends.NAMES if name in names])
+    if checkout:
+        asked = sorted(names & {*backends.NAMES, "backends"})
+        if asked:
+            raise UserError(f"LLAMACPP= builds llama.cpp's own llama-server, which loads no llamafile GPU DSO; "
+                            f"build {' '.join(asked)} without LLAMACPP= (from SRC's llamafile tree)")
+        wanted = []
     return Plan(
         names=names,
         native_only=bool(names) and names <= set(NATIVE),

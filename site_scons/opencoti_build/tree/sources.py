@@ -149,6 +149,16 @@ class Package:
                      for n in names if n is not None for what in ("VERSION", "COMMIT"))
 
 
+def ggml_version(checkout: Path | str) -> str | None:
+    """``MAJOR.MINOR.PATCH`` of the llama.cpp checkout's ggml (its ggml/CMakeLists.txt), or None when it names none."""
+    cmake = Path(checkout) / "ggml" / "CMakeLists.txt"
+    if not cmake.is_file():
+        return None
+    text = cmake.read_text(encoding="utf-8", errors="replace")
+    parts = [re.search(rf"GGML_VERSION_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts if m) if all(parts) else None
+
+
 def tree_stamps(root: Path, llama: Path | None = None) -> dict[str, str]:
     """The values of the version stamps for the tree at ``root``, reproducible from its content.
 
@@ -159,12 +169,7 @@ def tree_stamps(root: Path, llama: Path | None = None) -> dict[str, str]:
     checkout (the mini tree lives inside this project's repository) says "unknown". ``llama`` as in tree_file.
     """
     checkout = tree_file(root, f"{LLAMA}/", llama)
-    version = "unknown"
-    cmake = checkout / "ggml/CMakeLists.txt"
-    if cmake.is_file():
-        parts = [re.search(rf"GGML_VERSION_{p}\s+(\d+)", cmake.read_text()) for p in ("MAJOR", "MINOR", "PATCH")]
-        if all(parts):
-            version = ".".join(m.group(1) for m in parts if m)
+    version = ggml_version(checkout) or "unknown"
     commit = "unknown"
     if (checkout / ".git").exists():
         head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"],

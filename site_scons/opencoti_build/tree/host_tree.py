@@ -1,0 +1,74 @@
+"""What the fat host lane compiles and links: the llamafile tree at ``SRC``, or llama.cpp's own ``llama-server``
+from an upstream checkout (``LLAMACPP=``).
+
+Both are the same description (opencoti_build.tree.sources) read two ways; the builders are the same. The llamafile
+tree compiles every package of sources.HOST_PROGRAM and stores llamafile's ``/zip/`` sources in the binary. A
+checkout compiles the llama.cpp part of those packages as opencoti_build.tree.upstream reads it, with ggml-cpu's
+per-architecture kernels through one wrapper per file (upstream.arch_wrappers: the x86-64 half of each fat object
+holds ``arch/x86``'s kernels, the aarch64 half ``arch/arm``'s), and links llama.cpp's server with its own ``main``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from opencoti_build.tree import sources, upstream, zip_sources
+
+# The checkout's server, under the lane's object directory (upstream make's layout: o/$(MODE)/llama.cpp/...).
+CHECKOUT_OUTPUT = "llama.cpp/tools/server/llama-server"
+# The checkout's objects lie apart from the llamafile tree's (the same description paths, other flags), so
+# building one after the other rebuilds neither.
+CHECKOUT_OBJDIR = "checkout"
+
+
+@dataclasses.dataclass(frozen=True)
+class HostTree:
+    """The sources, flags and layout of one host build."""
+
+    root: str  # SRC, or the checkout
+    llama: str | None  # where description paths llama.cpp/... lie when not under root/llama.cpp: the checkout
+    program: sources.Program
+    packages: tuple[tuple[sources.Package, tuple[str, ...]], ...]  # link order, each with its sources present
+    zip_paths: tuple[str, ...]  # the binary's own /zip/ sources (zip_sources)
+    iquote: tuple[str, ...]  # description dirs on every inheriting package's -iquote path (config.mk's -iquote.)
+    arch_wrappers: tuple[upstream.ArchWrapper, ...]  # compiled by the ggml package
+    objdir: str  # under $BUILD_DIR/o/$MODE: "" or CHECKOUT_OBJDIR
+
+    @property
+    def checkout(self) -> bool:
+        """An upstream llama.cpp checkout, not the llamafile tree."""
+        return self.llama is not None
+
+    def path(self, rel: str) -> str:
+        """Where a description path lies."""
+        return os.path.normpath(sources.tree_file(self.root, rel, self.llama))
+
+
+def llamafile_tree(src: str) -> HostTree:
+    """The llamafile tree at ``src``; MissingSourcesError or ZipSourceError (one line) for an incomplete one."""
+    resolved = sources.host_sources(src)
+    program = sources.HOST_PROGRAM
+    return HostTree(root=src, llama=None, program=program,
+                    packages=tuple((p, tuple(resolved[p.name])) for p in program.packages),
+                    zip_paths=tuple(zip_sources.zip_paths(src)), iquote=sources.DEFAULT_IQUOTE, arch_wrappers=(),
+                    objdir="")
+
+
+def checkout_tree(llamacpp: str) -> HostTree:
+    """llama.cpp's server from the checkout ``llamacpp`` (upstream.checkout_dir checked it); CheckoutError when it
+    lacks a ggml core source or every source of a required package."""
+    missing = [s for s in sources.GGML_CORE_SOURCES if not Path(upstream.tree_path(s, llamacpp)).is_file()]
+    if missing:
+        raise upstream.CheckoutError(f"LLAMACPP={llamacpp} lacks {missing[0][len(upstream.LLAMA_PREFIX):]}, a ggml core "
+                                     f"source; point LLAMACPP= at a complete llama.cpp checkout")
+    program = dataclasses.replace(sources.HOST_PROGRAM, output=CHECKOUT_OUTPUT, packages=tuple(upstream.packages()))
+    packages = upstream.claimed(program.packages, llamacpp)
+    for package, rels in packages:
+        if not rels and not package.optional:
+            raise upstream.CheckoutError(f"LLAMACPP={llamacpp} has no sources of package {package.name!r} (expected "
+                                         f"{package.sources[0][len(upstream.LLAMA_PREFIX):]}); "
+                                         f"known to work: {upstream.known_versions()}")
+    return HostTree(root=llamacpp, llama=llamacpp, program=program,
+                    packages=tuple((p, tuple(rels)) for p, rels in packages), zip_paths=(), iquote=(),
+                    arch_wrappers=tuple(upstream.arch_wrappers(llamacpp)), objdir=CHECKOUT_OBJDIR)
