@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import filecmp
 import json
-import pickle
 import shutil
 import subprocess
 from pathlib import Path
 
 import lief
-import SCons.dblite
 
 from opencoti_build.report import summary
 
+from fat_support import compiler_dependencies, recorded_dependencies
 from scons_runs import MINI_TREE, MINI_VERSION, PROJECT, compiled, scons
 
 BINARY = "out/o/llamafile/llamafile"
@@ -76,32 +75,15 @@ def fat_entries(build: Path) -> list[dict]:
     return [e for e in entries if e["output"].startswith(str(build / "out/o") + "/")]
 
 
-def recorded_headers(build: Path, obj: Path) -> set[str]:
-    """The implicit dependencies SCons recorded for one object (from its .sconsign)."""
-    db = SCons.dblite.open(str(build / "out/.sconsign"), "r")
-    entry = pickle.loads(db[str(obj.parent)])[obj.name]
-    return {str((PROJECT / p).resolve()) for p in entry.binfo.bimplicit}
-
-
-def compiler_headers(entry: dict, flag: str) -> set[str]:
-    """The headers gcc reports (``-MM`` or ``-M``) for a compile_commands entry, within the tree."""
-    argv = entry["arguments"]
-    cmd = argv[: argv.index("-c")] + [flag, entry["file"]]
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=entry["directory"], check=True).stdout
-    words = out.replace("\\\n", " ").split(":", 1)[1].split()
-    paths = {str(Path(entry["directory"], w).resolve()) for w in words[1:]}
-    return {p for p in paths if p.startswith(str(MINI_TREE))}
-
-
 def test_scons_records_exactly_the_headers_gcc_reports(built_mini: Path) -> None:
     entries = fat_entries(built_mini)
     assert len(entries) == len(objects(built_mini))
     compared = 0
     for entry in entries:
-        recorded = recorded_headers(built_mini, Path(entry["output"]))
+        recorded = recorded_dependencies(built_mini / "out", Path(entry["output"]))
         # -MM leaves out headers found through -isystem; SCons tracks those too (-M's view).
-        assert compiler_headers(entry, "-MM") <= recorded, entry["file"]
-        assert recorded == compiler_headers(entry, "-M"), entry["file"]
+        assert compiler_dependencies(entry, "-MM", MINI_TREE) <= recorded, entry["file"]
+        assert recorded == compiler_dependencies(entry, "-M", MINI_TREE), entry["file"]
         compared += bool(recorded)
     assert compared >= 25
 

@@ -17,7 +17,7 @@ from opencoti_build.cache import launchers, remote_cache
 from opencoti_build.config import upstream_pin
 from opencoti_build.errors import UserError, os_error_line
 from opencoti_build.native import native_lane
-from opencoti_build.tree import patch_series
+from opencoti_build.tree import patch_series, upstream
 
 PROJECT = project.ROOT
 DEFAULT_SRC = upstream_pin.LLAMAFILE_PATH
@@ -26,7 +26,9 @@ HELP_TARGETS = """\
 opencoti llamafile build
 
 Targets:
-  (default)     the thin llamafile binary ($BUILD_DIR/o/llamafile/llamafile, with .com.dbg and .aarch64.elf)
+  (default)     the thin llamafile binary ($BUILD_DIR/o/llamafile/llamafile, with .com.dbg and .aarch64.elf);
+                with LLAMACPP=DIR, llama.cpp's own llama-server from that checkout, fat, CPU only
+                ($BUILD_DIR/o/checkout/llama.cpp/tools/server/llama-server; docs/checkout.md)
   host          same as the default
   compiledb     compile_commands.json (every TU: fat, CUDA, HIP, Vulkan) and the generated sources it names;
                 every build that compiles also keeps it current (COMPILEDB= empty: off; docs/ide.md)
@@ -109,7 +111,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PATCH_SERIES", "the opencoti patch series applied after llamafile's own", patch_series.OPENCOTI_PATCHES),
     Variable("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
         patch_series.DEFAULT_RECORD),
-    Variable("LLAMACPP", "llama.cpp checkout for the native lane; empty: $SRC/llama.cpp", ""),
+    Variable("LLAMACPP", "an upstream llama.cpp checkout (ggml 0.25.x): the host lane and `package` build its "
+             "llama-server instead of llamafile; the native lane's tree (empty: $SRC/llama.cpp)", ""),
     Variable("NATIVE_LINKER", "linker of the native lane's links: auto (gold when ld.gold is on PATH, else the "
         "compiler's default), bfd, gold", "auto", allowed=native_lane.LINKERS),
     Variable("FILE", "the source `scons compile` builds the objects of (relative to the project or to SRC)", ""),
@@ -266,8 +269,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
 
     Relative paths are from ``project``. Checked: the output directories (not empty, not a file or
     below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
-    SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), ARCH, SOURCE_DATE_EPOCH, ALIGN,
-    CACHE_URL (a Redis URL).
+    SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), LLAMACPP (a llama.cpp checkout of a known
+    ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
     for name, may_be_empty in OUTPUT_DIRS:
@@ -315,6 +318,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     if "compile" in map(str, targets):
         compile_file(env, project)
     launcher_argv(env, os.environ)
+    if env["LLAMACPP"]:  # a checkout of a ggml the description does not know, refused before a byte is written
+        upstream.checkout_dir(str(env["LLAMACPP"]), str(_resolved(src, project)), str(project))
     if env["ARCH"]:
         arch(str(env["ARCH"]))
     source_date_epoch(env["SOURCE_DATE_EPOCH"])
