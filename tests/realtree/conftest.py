@@ -24,3 +24,15 @@ def native_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
         pytest.skip(f"the real-tree cache {cache} is cold (a cold build takes 10+ minutes on 2 cores); "
                     "`scripts/test --long` builds it, and later runs take this tier")
     return persistent
+
+
+@pytest.fixture(scope="session")
+def fat_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
+    """The fat lane's persistent build of a private copy of the sdist's llama.cpp (OPENCOTI_FAT_CACHE,
+    OPENCOTI_FAT_BUILD; native_support.private_checkout); skipped while it is cold, unless --long."""
+    cache = Path(os.environ.get("OPENCOTI_FAT_CACHE", Path.home() / ".cache" / "opencoti" / "fat-cache"))
+    persistent = PersistentBuild(cache, Path(os.environ.get("OPENCOTI_FAT_BUILD", cache.parent / "fat-realtree")))
+    if not persistent.warm and not pytestconfig.getoption("long"):
+        pytest.skip(f"the fat real-tree cache {cache} is cold (a cold build takes an hour or more on 2 cores); "
+                    "`scripts/test --long` builds it, and later runs take this tier")
+    return persistent
