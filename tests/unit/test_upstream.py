@@ -35,7 +35,7 @@ def test_a_checkout_must_hold_ggml_and_src(tmp_path: Path) -> None:
         upstream.checkout_dir(str(tmp_path), "/unused", "/unused")
     assert str(raised.value) == (f"LLAMACPP={tmp_path} is not a llama.cpp checkout (no src/); "
                                  "point LLAMACPP= at the root of a llama.cpp tree")
-    assert upstream.checkout_dir("", str(MINI_TREE), "/unused") == str(MINI_CHECKOUT)
+    assert upstream.checkout_dir("", str(MINI_TREE), "/unused") == str(MINI_CHECKOUT)  # SRC's own: no version asked
     assert upstream.checkout_dir("tests/fixtures/llamafile-mini/llama.cpp", "/unused", str(MINI_TREE.parents[2])) \
         == str(MINI_CHECKOUT)
 
@@ -47,7 +47,7 @@ def test_a_checkout_without_a_ggml_version_is_refused_naming_what_was_looked_for
         upstream.checkout_dir(str(copy), "/unused", "/unused")
     assert str(raised.value) == (
         f"LLAMACPP={copy} names no ggml version (looked for GGML_VERSION_MAJOR/MINOR/PATCH in ggml/CMakeLists.txt); "
-        "known to work: ggml 0.25.x (the llama.cpp of llama-cpp-python 0.3.36 and of llamafile 0.10)")
+        "known to work: ggml 0.25.x (the llama.cpp of llama-cpp-python 0.3.36)")
 
 
 @pytest.mark.parametrize("minor", ["24", "26"])
@@ -60,7 +60,16 @@ def test_a_checkout_too_old_or_too_new_is_refused_naming_the_versions_known_to_w
         upstream.checkout_dir(str(copy), "/unused", "/unused")
     assert str(raised.value) == (
         f"LLAMACPP={copy} is ggml 0.{minor}.3, whose sources the description does not know (known to work: "
-        "ggml 0.25.x (the llama.cpp of llama-cpp-python 0.3.36 and of llamafile 0.10)); check out a known version")
+        "ggml 0.25.x (the llama.cpp of llama-cpp-python 0.3.36)); check out a known version")
+
+
+def test_the_llamafile_trees_own_llamacpp_is_not_asked_for_a_version(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    copy = checkout_copy(src)
+    (copy / "ggml" / "CMakeLists.txt").unlink()
+    assert upstream.checkout_dir("", str(src), "/unused") == str(copy)
+    with pytest.raises(upstream.CheckoutError, match="names no ggml version"):
+        upstream.checkout_dir(str(copy), "/unused", "/unused")
 
 
 def test_the_checkouts_version_names_its_artifacts() -> None:

@@ -16,6 +16,7 @@ checkout is read through the same description, by rules written here once, never
 The checkout is read where it is: a description path ``llama.cpp/x`` is ``LLAMACPP/x``, whatever the checkout's
 directory is called (:func:`tree_path`). The checkout must be a llama.cpp whose ggml version the description
 knows (:data:`KNOWN_GGML_SERIES`): an older or newer one has other files and is refused before anything is written.
+The llamafile tree's own llama.cpp (the native lane's default) is not asked: the description was written from it.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ LLAMA_PREFIX = f"{sources.LLAMA}/"
 
 # The ggml versions (major.minor, from ggml/CMakeLists.txt) whose trees the description has built, and where each
 # was seen: a checkout of another series is refused (its file lists differ from the description's).
-KNOWN_GGML_SERIES: Mapping[str, str] = {"0.25": "the llama.cpp of llama-cpp-python 0.3.36 and of llamafile 0.10"}
+KNOWN_GGML_SERIES: Mapping[str, str] = {"0.25": "the llama.cpp of llama-cpp-python 0.3.36"}
 
 # Defines that select the llamafile tree's code paths: llamafile's TinyBLAS dispatch (its sgemm.cpp is llamafile's),
 # the generic CPU fallback a fat build of that tree uses, and the rename of the server's main for llamafile's TUI.
@@ -71,7 +72,8 @@ def known_versions() -> str:
 
 def checkout_dir(value: str, src: str, project: str) -> str:
     """Absolute LLAMACPP (empty: ``<src>/llama.cpp``; relative: from the project root), checked: it has ``ggml/``
-    and ``src/``, and ``ggml/CMakeLists.txt`` names a ggml version of :data:`KNOWN_GGML_SERIES`."""
+    and ``src/``, and a given one's ``ggml/CMakeLists.txt`` names a ggml version of :data:`KNOWN_GGML_SERIES` (the
+    llamafile tree's own llama.cpp, the default, is the one the description was written from)."""
     path = Path(value) if value else Path(src) / sources.LLAMA
     if not path.is_absolute():
         path = Path(project) / path
@@ -79,6 +81,8 @@ def checkout_dir(value: str, src: str, project: str) -> str:
     if missing:
         raise CheckoutError(f"LLAMACPP={path} is not a llama.cpp checkout (no {' or '.join(d + '/' for d in missing)}); "
                             f"point LLAMACPP= at the root of a llama.cpp tree")
+    if not value:
+        return str(path)
     version = sources.ggml_version(path)
     if version is None:
         raise CheckoutError(f"LLAMACPP={path} names no ggml version (looked for GGML_VERSION_MAJOR/MINOR/PATCH in "
