@@ -14,25 +14,25 @@ import pytest
 from native_support import PersistentBuild
 
 
-@pytest.fixture(scope="session")
-def native_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
-    """The native lane's persistent build of the sdist's llama.cpp (OPENCOTI_NATIVE_CACHE, OPENCOTI_NATIVE_BUILD);
-    the test is skipped while it is cold, unless --long."""
-    cache = Path(os.environ.get("OPENCOTI_NATIVE_CACHE", Path.home() / ".cache" / "opencoti" / "native-cache"))
-    persistent = PersistentBuild(cache, Path(os.environ.get("OPENCOTI_NATIVE_BUILD", cache.parent / "native-realtree")))
+def persistent_build(pytestconfig: pytest.Config, lane: str, cold_cost: str) -> PersistentBuild:
+    """``lane``'s cache (OPENCOTI_<LANE>_CACHE, default ~/.cache/opencoti/<lane>-cache) and build directory
+    (OPENCOTI_<LANE>_BUILD, default <lane>-realtree beside it); the test is skipped while it is cold, unless --long."""
+    var = f"OPENCOTI_{lane.upper()}"
+    cache = Path(os.environ.get(f"{var}_CACHE", Path.home() / ".cache" / "opencoti" / f"{lane}-cache"))
+    persistent = PersistentBuild(cache, Path(os.environ.get(f"{var}_BUILD", cache.parent / f"{lane}-realtree")))
     if not persistent.warm and not pytestconfig.getoption("long"):
-        pytest.skip(f"the real-tree cache {cache} is cold (a cold build takes 10+ minutes on 2 cores); "
+        pytest.skip(f"the {lane} real-tree cache {cache} is cold (a cold build takes {cold_cost} on 2 cores); "
                     "`scripts/test --long` builds it, and later runs take this tier")
     return persistent
+
+
+@pytest.fixture(scope="session")
+def native_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
+    """The native lane's persistent build of the sdist's llama.cpp."""
+    return persistent_build(pytestconfig, "native", "10+ minutes")
 
 
 @pytest.fixture(scope="session")
 def fat_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
-    """The fat lane's persistent build of a private copy of the sdist's llama.cpp (OPENCOTI_FAT_CACHE,
-    OPENCOTI_FAT_BUILD; native_support.private_checkout); skipped while it is cold, unless --long."""
-    cache = Path(os.environ.get("OPENCOTI_FAT_CACHE", Path.home() / ".cache" / "opencoti" / "fat-cache"))
-    persistent = PersistentBuild(cache, Path(os.environ.get("OPENCOTI_FAT_BUILD", cache.parent / "fat-realtree")))
-    if not persistent.warm and not pytestconfig.getoption("long"):
-        pytest.skip(f"the fat real-tree cache {cache} is cold (a cold build takes an hour or more on 2 cores); "
-                    "`scripts/test --long` builds it, and later runs take this tier")
-    return persistent
+    """The fat lane's persistent build of a private copy of the sdist's llama.cpp (native_support.private_checkout)."""
+    return persistent_build(pytestconfig, "fat", "an hour or more")
