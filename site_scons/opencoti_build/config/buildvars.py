@@ -111,8 +111,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("PATCH_SERIES", "the opencoti patch series applied after llamafile's own", patch_series.OPENCOTI_PATCHES),
     Variable("APPLIED_SERIES", "record of the last apply (patches, commits), read by the manifest",
         patch_series.DEFAULT_RECORD),
-    Variable("LLAMACPP", "an upstream llama.cpp checkout (ggml 0.25.x): the host lane and `package` build its "
-             "llama-server instead of llamafile; the native lane's tree (empty: $SRC/llama.cpp)", ""),
+    Variable("LLAMACPP", f"an upstream llama.cpp checkout ({', '.join(f'ggml {s}.x' for s in upstream.KNOWN_GGML_SERIES)}): "
+             "the host lane and `package` build its llama-server instead of llamafile; the native lane's tree "
+             "(empty: $SRC/llama.cpp)", ""),
     Variable("NATIVE_LINKER", "linker of the native lane's links: auto (gold when ld.gold is on PATH, else the "
         "compiler's default), bfd, gold", "auto", allowed=native_lane.LINKERS),
     Variable("FILE", "the source `scons compile` builds the objects of (relative to the project or to SRC)", ""),
