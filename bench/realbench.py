@@ -80,6 +80,7 @@ class SconsNative:
     """``scons -jN native CPU_ONLY=1`` of ``project`` on the copy, outputs and CacheDir under ``work``."""
 
     name = "scons native"
+    compile_line = "NATIVECC "  # the step line of one compile
 
     def __init__(self, project: Path, tree: Path, work: Path, jobs: int) -> None:
         self.out, self.cache = work / "out", work / "cache"
@@ -91,7 +92,7 @@ class SconsNative:
     def build(self) -> Outcome:
         r = run(self.argv)
         lines = summary.unprefixed(r.output)
-        return Outcome(r.returncode, r.wall, sum(1 for line in lines if line.startswith("NATIVECC ")),
+        return Outcome(r.returncode, r.wall, sum(1 for line in lines if line.startswith(self.compile_line)),
                        sum(1 for line in lines if line.startswith("Retrieved `")), r.max_rss_kib)
 
     def wipe_outputs(self, keep_cache: bool) -> None:
@@ -143,7 +144,7 @@ class CMakeNinja:
 Build = SconsNative | CMakeNinja
 
 
-def _series(builds: list[Build], runs: int, before_each=None) -> dict:
+def series(builds: list[Build], runs: int, before_each=None) -> dict:
     """``runs`` rounds, both builds per round (order alternating), ``before_each(i)`` first; per-round ratios."""
     rows: dict[str, list[dict]] = {b.name: [] for b in builds}
     ratios = []
@@ -193,7 +194,7 @@ def measure(source: Path, project: Path, work: Path, jobs: int, runs: int, heavy
         if key in rows:
             n, what, before_each = series[key]
             log(f"real tree: {n} {what} each")
-            results[key] = _series(builds, n, before_each)
+            results[key] = series(builds, n, before_each)
     if "null" in rows:  # the target is set against what any SCons run pays, measured beside it
         log(f"real tree: {runs} null builds against the floor")
         results["null"]["floor"] = fatbench.floor(work / "floor", runs, builds[0])

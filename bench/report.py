@@ -175,6 +175,35 @@ def _realtree(real: dict) -> list[str]:
     return lines
 
 
+def _realfat(real: dict) -> list[str]:
+    names = list(real["cold"]["medians"])
+    lines = ["## 2b. The real llama.cpp tree through the fat lane: `scons LLAMACPP=` vs `scons native`", "",
+             f"`{real['tree']}`, copied to a scratch directory and built by `scons -j2 host LLAMACPP=<copy>` (the fat "
+             "lane: llama.cpp's own llama-server, each TU compiled for x86-64 and aarch64 by the cosmocc stand-in, both "
+             "halves linked) and by `scons -j2 native CPU_ONLY=1 LLAMACPP=<copy>` (one half, this machine's), each "
+             "with a private CacheDir. The cold row is the cost of the second half; ratios are fat / native, round by "
+             "round with the order alternating (translation units: "
+             f"{', '.join(f'{k} {v}' for k, v in real['translation_units'].items())}; the servers run, "
+             f"`--version`: {', '.join(f'{k} {v}' for k, v in real['servers_run'].items())}).", ""]
+    rows = []
+    for key, label in (("cold", "cold build (empty output dir and cache)"),
+                       ("leaf_edit", f"edit of `{real['leaf_edit']['header']}`")):
+        m = real[key]
+        cells = [label, str(len(m["ratios"]))]
+        for name in names:
+            runs = m["runs"][name]
+            walls = ", ".join(f"{r['wall']:.1f}" for r in runs)
+            cells.append(f"{_s(m['medians'][name])} ({walls}); compiles {', '.join(str(r['compiles']) for r in runs)}")
+        rows.append(cells + [f"{m['ratio_median']:.2f}×"])
+    lines += _table(["measurement", "runs", *(f"{n}: median (runs); compiles" for n in names), "ratio (median)"], rows)
+    floor = real["null"]
+    lines += [f"Null build of the fat lane against the floor, run by run in the same run: `{fatbench.EMPTY_SCONS}` "
+              f"{_s(floor['medians'][fatbench.EMPTY_SCONS])}, the null build "
+              f"{', '.join(f'{w:.3f}' for w in floor['null_walls'])} s; ratios "
+              f"{', '.join(f'{r:.2f}' for r in floor['ratios'])}, median **{floor['ratio_median']:.2f}×**.", ""]
+    return lines
+
+
 def _packaging(results: dict) -> list[str]:
     rows = []
     smallest = min(results["packaging"], key=lambda p: p["size"])["medians"]["package_rss_kib"]
@@ -297,6 +326,8 @@ def write(results: dict, docs: Path, sections: list[str]) -> Path:
         lines += _growth(results, docs)
     if results.get("realtree"):
         lines += _realtree(results["realtree"])
+    if results.get("realfat"):
+        lines += _realfat(results["realfat"])
     if results.get("packaging"):
         lines += _packaging(results)
     if results.get("shared"):

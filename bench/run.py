@@ -1,11 +1,12 @@
 """Benchmarks: this build against make + ccache on a generated fat tree, against CMake + Ninja on the real
-llama.cpp tree, packaging a large GGUF, and a second checkout built from a warm Redis (against make + ccache's
+llama.cpp tree, its fat lane on that tree against its native lane, packaging a large GGUF, and a second checkout built from a warm Redis (against make + ccache's
 remote storage).
 
     python3 bench/run.py            # medians of 5 everywhere (hours on 2 cores: 20 cold builds of the real tree)
     python3 bench/run.py --quick    # 3 runs, 1 cold build and 1 ggml.h edit of the real tree, growth to 840 TUs,
                                     # a 1 MiB and a 2 GiB model only
     python3 bench/run.py --parts realtree --heavy-runs 1   # one part; the others' last results are kept
+    python3 bench/run.py --parts realfat --runs 3 --heavy-runs 1   # the fat lane on the real tree vs the native lane
     python3 bench/run.py --parts shared --runs 3            # a second checkout, empty local cache, warm Redis
 
 Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables, then bench/tuning.md appended;
@@ -24,12 +25,12 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
 
-from bench import fatbench, packbench, realbench, report, sharedbench  # noqa: E402
+from bench import fatbench, packbench, realbench, realfatbench, report, sharedbench  # noqa: E402
 from bench.llamacpp_sdist import sdist_llamacpp  # noqa: E402
 from bench.measure import machine, median  # noqa: E402
 
 GIB = 1 << 30
-PARTS = ("fat", "realtree", "package", "shared")
+PARTS = ("fat", "realtree", "realfat", "package", "shared")
 
 
 def _commit(project: Path) -> str:
@@ -81,7 +82,8 @@ def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
         results["commands"] = [results.pop("command")]
         return results
     old = json.loads(previous.read_text())
-    kept = {k: old[k] for k in ("fat", "growth", "realtree", "packaging", "shared") if k in old and k not in results}
+    kept = {k: old[k] for k in ("fat", "growth", "realtree", "realfat", "packaging", "shared")
+            if k in old and k not in results}
     commits = {**old.get("commits", {}), **results.pop("commits")}
     command = results.pop("command")  # a command run again moves to the end: the list reproduces the record once
     commands = [c for c in old.get("commands", []) if c != command] + [command]
@@ -151,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         source = sdist_llamacpp(download=True)
         real = realbench.measure(source, project, args.work / "realtree", args.jobs, runs, heavy_runs, _log, rows)
         results["realtree"] = _keep_rows(args.docs / "benchmarks.json", real, rows, results["commits"]["realtree"])
+    if "realfat" in parts:
+        source = sdist_llamacpp(download=True)
+        results["realfat"] = realfatbench.measure(source, project, args.work / "realfat", args.jobs, runs, heavy_runs, _log)
     if "package" in parts:
         results["packaging"] = []
         for gib in models:

@@ -80,3 +80,23 @@ def test_runner_shared_part_on_a_tiny_tree(tmp_path: Path) -> None:
     (m,) = shared["second"]["make+ccache"]["runs"]
     assert m["compiles"] == 0 and m["ccache"]["remote_storage_hit"] > 0 and m["aarch64_twins"] == 0
     assert "## Shared cache: a second checkout" in (docs / "benchmarks.md").read_text()
+
+
+def test_the_real_tree_fat_part_on_the_fixtures_llamacpp(tmp_path: Path) -> None:
+    """The realfat part over a small checkout (the fixture's llama.cpp): both lanes, every row, a section written."""
+    from bench import realfatbench, report
+
+    checkout = PROJECT / "tests" / "fixtures" / "llamafile-mini" / "llama.cpp"
+    real = realfatbench.measure(checkout, PROJECT, tmp_path / "work", 2, 1, 1, lambda _: None,
+                                leaf_header="src/llama-vocab.h")
+    cold = real["cold"]["runs"]
+    assert [r["returncode"] for r in cold["scons fat"] + cold["scons native"]] == [0, 0]
+    # each lane's cold build compiles every object it leaves (no cache: private and empty)
+    fat_tus, native_tus = real["translation_units"]["scons fat"], real["translation_units"]["scons native"]
+    assert cold["scons fat"][0]["compiles"] == fat_tus > 0 and cold["scons native"][0]["compiles"] == native_tus > 0
+    assert real["null"]["null_walls"] and len(real["null"]["ratios"]) == 1
+    edit = real["leaf_edit"]["runs"]
+    assert edit["scons fat"][0]["compiles"] == edit["scons native"][0]["compiles"] >= 1  # llama-vocab.h's includers
+    assert all(real["servers_run"].values()), real["servers_run"]
+    lines = report._realfat(real)
+    assert lines[0].startswith("## 2b.") and any(line.startswith("| cold build") for line in lines)
