@@ -120,6 +120,13 @@ def kill(proc: subprocess.Popen[str], whole_group: bool) -> None:
     proc.communicate()
 
 
+class CheckoutWorkspace(Workspace):
+    """The same, through the host lane's checkout mode: llama.cpp's own server from the tree's llama.cpp (LLAMACPP=)."""
+
+    def args(self, *extra: str) -> tuple[str, ...]:
+        return ("-j2", f"LLAMACPP={self.src / 'llama.cpp'}", *extra)
+
+
 @pytest.fixture(scope="module")
 def references() -> dict[int, dict[str, str]]:
     return {}
@@ -130,16 +137,18 @@ def kill_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspac
     return Workspace(tmp_path_factory.mktemp("kill"), references)
 
 
+@pytest.fixture(scope="module")
+def checkout_kill_space(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    return CheckoutWorkspace(tmp_path_factory.mktemp("checkout-kill"), {})
+
+
 SCENARIOS = ("cold", "warm-cache", "header-edit", "edit-then-revert")
 # Kill within about the time the scenario's build takes on 2 cores (later kills find it finished).
 KILL_WINDOW_S = {"cold": 9.0, "warm-cache": 2.5, "header-edit": 4.0, "edit-then-revert": 4.0}
 
 
-@pytest.mark.xdist_group("faults-kill")
-@pytest.mark.trials(full=52, per_run=4)
-def test_sigkill_at_a_random_moment_then_rebuild_equals_a_clean_build(kill_space: Workspace, trial: int,
-        seed: int) -> None:
-    ws = kill_space
+def kill_and_rebuild(ws: Workspace, trial: int, seed: int) -> None:
+    """One trial: a scenario's build SIGKILLed at a random moment, then a rebuild that must equal a clean build."""
     rng = random.Random(f"{seed}-kill-{trial}")
     scenario = SCENARIOS[trial % len(SCENARIOS)]
     if scenario == "cold":
@@ -161,6 +170,21 @@ def test_sigkill_at_a_random_moment_then_rebuild_equals_a_clean_build(kill_space
     assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
     ws.assert_clean_equivalent()
     assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+
+
+@pytest.mark.xdist_group("faults-kill")
+@pytest.mark.trials(full=52, per_run=4)
+def test_sigkill_at_a_random_moment_then_rebuild_equals_a_clean_build(kill_space: Workspace, trial: int,
+        seed: int) -> None:
+    kill_and_rebuild(kill_space, trial, seed)
+
+
+@pytest.mark.xdist_group("faults-checkout-kill")
+@pytest.mark.trials(full=24, per_run=2)
+def test_sigkill_in_the_checkout_lane_then_rebuild_equals_a_clean_build(checkout_kill_space: Workspace, trial: int,
+        seed: int) -> None:
+    """The same kills while the host lane builds llama.cpp's server from a checkout: its wrappers and fat objects."""
+    kill_and_rebuild(checkout_kill_space, trial, seed)
 
 
 @pytest.fixture(scope="module")
