@@ -11,8 +11,8 @@ PROJECT = "/co"
 OUTPUTS = targets.Outputs("/co/build", "/co/dist", "/co/vendors/dist", "/co/compile_commands.json")
 
 
-def plan(*given: str, host_prebuilt: bool = False, cpu_only: bool = False) -> targets.Plan:
-    return targets.plan(given, OUTPUTS, PROJECT, host_prebuilt=host_prebuilt, cpu_only=cpu_only)
+def plan(*given: str, host_prebuilt: bool = False, cpu_only: bool = False, checkout: bool = False) -> targets.Plan:
+    return targets.plan(given, OUTPUTS, PROJECT, host_prebuilt=host_prebuilt, cpu_only=cpu_only, checkout=checkout)
 
 
 def test_the_default_build_is_the_host_and_the_compile_database() -> None:
@@ -35,6 +35,20 @@ def test_what_embeds_indexes_or_lies_around_the_dsos_reads_every_backend(given: 
 def test_cpu_only_packages_embed_no_backend_but_the_database_still_indexes_them() -> None:
     assert plan("package", cpu_only=True).backends == ()
     assert plan("compiledb", cpu_only=True).backends == backends.NAMES
+
+
+@pytest.mark.parametrize("given", [("package",), ("compiledb",), ("vendors/dist",), ()])
+def test_a_checkouts_server_wants_no_backend(given: tuple[str, ...]) -> None:
+    assert plan(*given, checkout=True).backends == ()
+    assert plan("native", "native-cuda", checkout=True).native_only  # the native lane reads the checkout itself
+
+
+@pytest.mark.parametrize("asked", ["cuda", "backends"])
+def test_a_backend_asked_for_with_a_checkout_is_refused(asked: str) -> None:
+    with pytest.raises(UserError) as raised:
+        plan("host", asked, checkout=True)
+    assert str(raised.value) == (f"LLAMACPP= builds llama.cpp's own llama-server, which loads no llamafile GPU DSO; "
+                                 f"build {asked} without LLAMACPP= (from SRC's llamafile tree)")
 
 
 def test_package_and_verify_are_asked_by_name_or_by_a_path_around_the_artifacts() -> None:
