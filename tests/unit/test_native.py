@@ -38,6 +38,9 @@ def test_fat_only_flags_and_defines_are_dropped() -> None:
     assert native_lane.native_defines(sources.LLAMA_DEFINES) == [
         "GGML_USE_CPU", "GGML_USE_CPU_REPACK", "GGML_USE_OPENMP", "GGML_SCHED_MAX_COPIES=4", "NDEBUG"]
     assert native_lane.native_defines(sources.LLAMAFILE.defines) == []  # LLAMAFILE_TUI renames main
+    # the lane defines _GNU_SOURCE on every compile: ggml's own (upstream.CMAKE_DEFINES) is not said twice
+    ggml = {p.name: p for p in native_lane.native_packages("x86_64")}["ggml"]
+    assert native_lane.NATIVE_DEFINES == ("_GNU_SOURCE",) and "_GNU_SOURCE" not in ggml.defines
 
 
 def test_configure_template_is_cmakes_at_only_configure_file() -> None:

@@ -86,6 +86,8 @@ def test_the_checkouts_packages_drop_the_llamafile_trees_code_paths() -> None:
     assert packages["llamafile"].defines == ("COSMOCC=1",)  # no LLAMAFILE_TUI: the server's main stays main
     assert "GGML_USE_CPU" in packages["ggml"].defines and "-mgcc" in packages["ggml"].per_file[0].flags  # fat flags kept
     assert not any("/arch/" in s for s in packages["ggml"].sources)  # the fat lane's kernels come through wrappers
+    assert packages["ggml"].defines[-1] == "_GNU_SOURCE"  # ggml's CMake: CPU affinity, SCHED_BATCH, mremap
+    assert "_GNU_SOURCE" not in packages["llama"].defines
     native_ggml = {p.name: p for p in upstream.packages(["x86"])}["ggml"]
     assert "llama.cpp/ggml/src/ggml-cpu/arch/x86/*.c" in native_ggml.sources
 

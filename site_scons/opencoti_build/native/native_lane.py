@@ -71,7 +71,8 @@ def native_flags(flags: Sequence[str]) -> list[str]:
 
 
 def native_defines(defines: Sequence[str]) -> list[str]:
-    return [d for d in defines if d not in FAT_ONLY_DEFINES]
+    """``defines`` without the fat-only ones, nor those the lane gives every compile (NATIVE_DEFINES)."""
+    return [d for d in defines if d not in FAT_ONLY_DEFINES and d not in NATIVE_DEFINES]
 
 
 def native_packages(machine: str, program: sources.Program = sources.HOST_PROGRAM) -> list[sources.Package]:

@@ -8,7 +8,8 @@ checkout is read through the same description, by rules written here once, never
   globs), plus :data:`EXTRA_DIRS`, less other programs' mains and what CMake builds only for other set-ups
   (:data:`EXCLUDE`);
 - the defines that select llamafile's code paths are dropped (:data:`TREE_ONLY_DEFINES`): the server's own
-  ``main`` stays ``main``, ggml-cpu uses its own kernels, not llamafile's TinyBLAS or the generic fallback;
+  ``main`` stays ``main``, ggml-cpu uses its own kernels, not llamafile's TinyBLAS or the generic fallback; those
+  upstream's CMake adds are added (:data:`CMAKE_DEFINES`);
 - ggml-cpu's per-architecture kernels (``ggml-cpu/arch/<arch>/``) are the lane's business: the native lane adds
   its machine's directory (:func:`packages` ``arch_dirs``), the fat lane compiles one wrapper per file name
   (:func:`arch_wrappers`) whose x86-64 half includes ``arch/x86/`` and whose aarch64 half ``arch/arm/``.
@@ -39,6 +40,11 @@ KNOWN_GGML_SERIES: Mapping[str, str] = {"0.25": "the llama.cpp of llama-cpp-pyth
 # Defines that select the llamafile tree's code paths: llamafile's TinyBLAS dispatch (its sgemm.cpp is llamafile's),
 # the generic CPU fallback a fat build of that tree uses, and the rename of the server's main for llamafile's TUI.
 TREE_ONLY_DEFINES: frozenset[str] = frozenset({"GGML_USE_LLAMAFILE", "GGML_CPU_GENERIC", "LLAMAFILE_TUI"})
+
+# Defines upstream's CMake gives a package's directory where the llamafile tree's recipe has none: ggml's
+# (ggml/src/CMakeLists.txt) on Linux, for CPU affinity, scheduling policies and mremap, which cosmopolitan's headers
+# honour as glibc's do.
+CMAKE_DEFINES: Mapping[str, tuple[str, ...]] = {sources.GGML.name: ("_GNU_SOURCE",)}
 
 # Directories a newer llama.cpp adds to a package, and the TUs of other programs in listed directories.
 EXTRA_DIRS: Mapping[str, tuple[str, ...]] = {
@@ -126,7 +132,7 @@ def package(described: sources.Package, arch_dirs: Sequence[str] = ()) -> source
         sources=own + tuple(f"{d}/*{ext}" for d in sorted(dirs) for ext in (".c", ".cpp")),
         exclude=described.exclude + EXCLUDE,
         iquote=_own(described.iquote) + EXTRA_IQUOTE.get(described.name, ()), isystem=_own(described.isystem),
-        defines=tuple(d for d in described.defines if d not in TREE_ONLY_DEFINES),
+        defines=tuple(d for d in described.defines if d not in TREE_ONLY_DEFINES) + CMAKE_DEFINES.get(described.name, ()),
         flags=tuple(f for f in described.flags if not (f.startswith("-D") and f[2:] in TREE_ONLY_DEFINES)),
         per_file=tuple(dataclasses.replace(r, target_arch=None) for r in described.per_file),
     )
