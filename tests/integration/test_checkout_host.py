@@ -146,12 +146,12 @@ def test_a_bad_checkout_is_refused_in_one_line_and_nothing_is_written(tmp_path: 
     assert not build.exists()  # no BUILD_DIR, cache or dist: nothing
 
 
-def test_gpu_backends_are_refused_with_a_checkout(tmp_path: Path) -> None:
-    proc = scons("cuda", f"LLAMACPP={CHECKOUT}", build=tmp_path / "b", check=False)
+def test_gpu_backends_beside_a_checkouts_server_are_refused(tmp_path: Path) -> None:
+    proc = scons("host", "cuda", f"LLAMACPP={CHECKOUT}", build=tmp_path / "b", check=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "scons: error: LLAMACPP= builds llama.cpp's own llama-server, which loads no llamafile GPU DSO; "
-        "build cuda without LLAMACPP= (from SRC's llamafile tree)"]
+        "scons: error: LLAMACPP= makes the host lane build llama.cpp's own llama-server, which loads no llamafile "
+        "GPU DSO; build cuda in a run of its own (from SRC's llamafile tree)"]
 
 
 def test_the_wrappers_preprocess_to_their_halfs_file_alone(tmp_path: Path) -> None:

@@ -39,16 +39,27 @@ def test_cpu_only_packages_embed_no_backend_but_the_database_still_indexes_them(
 
 @pytest.mark.parametrize("given", [("package",), ("compiledb",), ("vendors/dist",), ()])
 def test_a_checkouts_server_wants_no_backend(given: tuple[str, ...]) -> None:
-    assert plan(*given, checkout=True).backends == ()
-    assert plan("native", "native-cuda", checkout=True).native_only  # the native lane reads the checkout itself
+    checkout = plan(*given, checkout=True)
+    assert checkout.backends == () and checkout.checkout and checkout.host
+    assert not plan(*given).checkout
+
+
+def test_without_the_host_lane_llamacpp_is_the_native_lanes_alone() -> None:
+    native = plan("native", "native-cuda", checkout=True)
+    assert native.native_only and not native.checkout
+    # the backends come from SRC's llamafile tree as always; the native lane reads the checkout itself
+    both = plan("native", "cuda", "rocm", checkout=True)
+    assert both.backends == ("cuda", "rocm") and not both.checkout and not both.host
+    assert not plan("package", checkout=True, host_prebuilt=True).checkout  # HOST= is packaged, not a checkout
 
 
 @pytest.mark.parametrize("asked", ["cuda", "backends"])
-def test_a_backend_asked_for_with_a_checkout_is_refused(asked: str) -> None:
+def test_a_backend_asked_for_beside_a_checkouts_server_is_refused(asked: str) -> None:
     with pytest.raises(UserError) as raised:
         plan("host", asked, checkout=True)
-    assert str(raised.value) == (f"LLAMACPP= builds llama.cpp's own llama-server, which loads no llamafile GPU DSO; "
-                                 f"build {asked} without LLAMACPP= (from SRC's llamafile tree)")
+    assert str(raised.value) == (
+        "LLAMACPP= makes the host lane build llama.cpp's own llama-server, which loads no llamafile GPU DSO; "
+        f"build {asked} in a run of its own (from SRC's llamafile tree)")
 
 
 def test_package_and_verify_are_asked_by_name_or_by_a_path_around_the_artifacts() -> None:

@@ -82,6 +82,7 @@ class Plan:
     names: frozenset[str]  # the targets as given
     native_only: bool  # only the native lane: no llamafile tree needed
     host: bool  # the thin binary is read (not with HOST=, nor when only targets that need none are asked)
+    checkout: bool  # the host lane builds llama.cpp's own server from LLAMACPP= (no llamafile tree is read)
     backends: tuple[str, ...]  # the backends to read, in build order
     package: bool  # `package` or `verify`, or a path around the artifacts
     verify_builds_first: bool  # `package` with `verify`: package, then check
@@ -96,28 +97,30 @@ class Plan:
 def plan(targets: Iterable[object], outputs: Outputs, project: str, *, host_prebuilt: bool,
          cpu_only: bool, checkout: bool = False) -> Plan:
     """The run's plan; UserError for a target that is no target name and no path the build writes, for
-    ``apply`` with ``reset``, or for a GPU backend asked for with ``checkout`` (LLAMACPP=: llama.cpp's own
-    server, which loads no llamafile DSO, is the host; no target then wants every backend)."""
+    ``apply`` with ``reset``, or for a GPU backend asked for by name in a run whose host lane builds a checkout's
+    server (``checkout``: LLAMACPP= is given; that server loads no llamafile DSO, so no target then wants one)."""
     given = [str(t) for t in targets]
     check_known(given, [outputs.build_dir, outputs.dist_dir, outputs.backend_dist_dir, outputs.compiledb], project)
     names = frozenset(given)
     series = [name for name in ("apply", "reset") if name in names]
     if len(series) == 2:
         raise UserError("`apply` and `reset` undo each other; give one of them")
+    host = not host_prebuilt and not (names and names <= NO_HOST)
     want_all = ALL_BACKENDS - EMBEDDING if cpu_only else ALL_BACKENDS
     around_backends = (outputs.backend_dist_dir, os.path.join(outputs.build_dir, "backends"))
     wanted = (list(backends.NAMES) if asks_for(given, want_all, around_backends, project)
               else [name for name in backends.NAMES if name in names])
-    if checkout:
+    if checkout and host:
         asked = sorted(names & {*backends.NAMES, "backends"})
         if asked:
-            raise UserError(f"LLAMACPP= builds llama.cpp's own llama-server, which loads no llamafile GPU DSO; "
-                            f"build {' '.join(asked)} without LLAMACPP= (from SRC's llamafile tree)")
+            raise UserError(f"LLAMACPP= makes the host lane build llama.cpp's own llama-server, which loads no "
+                            f"llamafile GPU DSO; build {' '.join(asked)} in a run of its own (from SRC's llamafile tree)")
         wanted = []
     return Plan(
         names=names,
         native_only=bool(names) and names <= set(NATIVE),
-        host=not host_prebuilt and not (names and names <= NO_HOST),
+        host=host,
+        checkout=checkout and host,
         backends=tuple(wanted),
         package=asks_for(given, EMBEDDING, (outputs.package_dir,), project),
         verify_builds_first="package" in names,
