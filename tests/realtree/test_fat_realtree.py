@@ -9,6 +9,7 @@ too (the header-edit test edits it, and puts it back).
 from __future__ import annotations
 
 import math
+import secrets
 import subprocess
 from pathlib import Path
 
@@ -90,7 +91,8 @@ def test_a_warm_rebuild_compiles_nothing_and_a_header_edit_exactly_its_mm_depend
     assert wrapper in dependents and len(dependents) >= 3  # the per-architecture kernels and generic TUs
     original = header.read_bytes()
     try:
-        header.write_bytes(original + b"\n// an edit\n")
+        # new bytes every run: the persistent cache holds what every earlier run's edit compiled to
+        header.write_bytes(original + f"\n// an edit, {secrets.token_hex(8)}\n".encode())
         assert compiled(fat_build(fat_realtree, fat_checkout)) == dependents  # each a fat compile: both halves
         for obj in map(Path, dependents):
             assert (obj.parent / ".aarch64" / obj.name).stat().st_mtime_ns >= header.stat().st_mtime_ns
