@@ -110,6 +110,13 @@ def test_null_build_then_an_arm_kernel_edit_recompiles_its_wrapper_alone(tmp_pat
     assert "ggml_cpu_arch_arm_edit" in defined(twin(obj)) and "ggml_cpu_arch_arm_edit" not in defined(obj)
 
 
+def test_compile_file_of_a_kernel_builds_its_wrappers_fat_object_alone(tmp_path: Path) -> None:
+    kernel = CHECKOUT / "ggml/src/ggml-cpu/arch/arm/quants.c"
+    build = tmp_path / "b"
+    proc = scons("compile", f"FILE={kernel}", f"LLAMACPP={CHECKOUT}", "CACHE_DIR=", build=build)
+    assert compiled(proc) == [str(build / OBJDIR / "gen/ggml-cpu-arch/quants.c.o")]
+
+
 def test_package_from_a_checkout_writes_both_artifacts_that_verify(tmp_path: Path) -> None:
     model = write_gguf(tmp_path / "tiny.gguf")
     proc = scons("package", "verify", f"LLAMACPP={CHECKOUT}", f"MODEL={model}", "ARCH=x86_64", build=tmp_path / "b")
