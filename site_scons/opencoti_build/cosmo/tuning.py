@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
+from opencoti_build.errors import UserError
+
 PREFIX = "-Xx86_64-mtune="
 # Nearest older -mtune names, best first: same vendor's previous core, then a generic one of its era.
 NEAREST: Mapping[str, tuple[str, ...]] = {
@@ -39,8 +42,16 @@ def wanted(flag_lists: Iterable[Sequence[str]]) -> set[str]:
     return names
 
 
+class ProbeError(UserError):
+    """A probe failed for another reason than the compiler refusing the name (one line)."""
+
+
 def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path) -> dict[str, bool]:
-    """Which ``names`` the fat driver accepts as ``-Xx86_64-mtune=``; answers kept in ``cache``."""
+    """Which ``names`` the fat driver accepts as ``-Xx86_64-mtune=``; answers kept in ``cache``.
+
+    The probes ask this machine's compiler, never a launcher (CCWRAPPER: a remote compile that fails is no answer
+    about the compiler), and only a refusal that names the flag counts as "unknown": any other failure is a
+    ProbeError and nothing is kept, since a wrong answer would tune, and so change, the objects."""
     try:
         st = os.stat(driver)
         key = f"{driver}:{st.st_size}:{st.st_mtime_ns}"
@@ -56,11 +67,20 @@ def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path
             source = Path(scratch) / "empty.c"
             source.write_text("int opencoti_tune_probe;\n")
 
+            local = {k: v for k, v in env.items() if k != FAT_LAUNCHER_ENV}
+
             def accepts(cpu: str) -> bool:
                 out = Path(scratch) / cpu / "probe.o"
                 out.parent.mkdir()
                 argv = [driver, f"{PREFIX}{cpu}", "-c", "-o", str(out), str(source)]
-                return subprocess.run(argv, env=dict(env), capture_output=True).returncode == 0
+                done = subprocess.run(argv, env=local, capture_output=True, text=True, errors="replace")
+                if done.returncode == 0:
+                    return True
+                if "mtune" in done.stderr and cpu in done.stderr:  # gcc: bad value 'x' for '-mtune=' switch
+                    return False
+                first = next((line for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
+                raise ProbeError(f"tuning probe `{' '.join(argv[:2])} -c` failed: {first.strip()}; "
+                                 "check that the toolchain compiles an empty C file")
 
             with ThreadPoolExecutor(max_workers=4) as pool:
                 known.update(zip(missing, pool.map(accepts, missing)))
