@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 
 import SCons.Action
@@ -35,7 +34,7 @@ from opencoti_build import errors, project
 from opencoti_build.cache import cache_entry, remote_cache
 from opencoti_build.incremental import tempfiles
 from opencoti_scons import engine
-from opencoti_scons.progress import BuildRun
+from opencoti_scons.progress import BuildRun, moved_inputs
 
 PROJECT = str(project.ROOT)
 
@@ -49,9 +48,19 @@ class Tiers:
         self.local = remote_cache.TierCounts()
         self.remote_counts = remote_cache.TierCounts()
         self.readonly_said = False
+        self.push_failure_said = False
         # a step's other targets, fetched from the remote with the first one and verified with it
         self.pending: dict[str, tuple[bytes, int]] = {}
         self.pending_lock = threading.Lock()
+
+    def push_failed(self, exc: OSError, what: str) -> None:
+        """A push to the local tier failed: said once a run (a full disk fails every push that follows)."""
+        self.local.add("failed")
+        with self.pending_lock:
+            said, self.push_failure_said = self.push_failure_said, True
+        if not said:
+            self.run.say(f"WARN: cache: {errors.os_error_line(exc, what)}; the build goes on (later failed pushes "
+                         "are counted in the cache line)")
 
     def report(self) -> list[str]:
         """The lines printed before the summary: the remote's skipped entries, then every tier's counts."""
@@ -76,10 +85,9 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         try:
             if not os.path.isfile(config):
                 os.makedirs(path, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=path, prefix=".config.")
-                with os.fdopen(fd, "w") as fh:
-                    json.dump({"prefix_len": SCons.CacheDir.CACHE_PREFIX_LEN}, fh)
-                os.replace(tmp, config)  # first writer wins; later ones write the same bytes
+                _write_config(config)
+            elif os.access(path, os.W_OK):
+                tempfiles.remove_stale(path, "config")  # what a run killed (or out of space) while writing it left
             with open(config, encoding="utf-8") as fh:
                 self.config = json.load(fh)
         except OSError as exc:
@@ -133,11 +141,19 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         if not all(os.path.isfile(e) for e in entries):
             return self._miss(node, peers)  # a pair comes out whole or not at all
         _, cachefile = self.cachepath(node)
+        if SCons.Action.execute_actions and node is peers[0] and not self._peers_bound(node, entries[1:]):
+            return False
         if SCons.Action.execute_actions:
             try:
                 cache_entry.read_entry(cachefile, node.get_abspath())
+            except cache_entry.OutdatedEntry:
+                self._remove(cachefile)  # an earlier format's: replaced by this build's push, without a WARN
+                return self._miss(node, peers)
             except cache_entry.CorruptEntry as exc:
                 self._drop(cachefile, f"{exc}; rebuilding {node}")
+                return False
+            except cache_entry.CannotWrite as exc:
+                self.tiers.run.say(f"WARN: cache: {exc} from the cache; rebuilding it")
                 return False
             except OSError as exc:
                 self.tiers.run.say(f"WARN: cache: cannot read {cachefile} for {node}: {exc.strerror}; rebuilding it")
@@ -149,6 +165,23 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         self.tiers.local.add("hits")
         return True
 
+    def _peers_bound(self, node, entries: list[str]) -> bool:
+        """Whether the step's other entries are whole and under their own keys: SCons stops asking at a step's
+        first refused target, so a damaged twin entry would otherwise stay (a push never overwrites an entry)."""
+        bound = True
+        for entry in entries:
+            try:
+                cache_entry.check_trailer(entry)
+            except cache_entry.OutdatedEntry:
+                self._remove(entry)
+                bound = False
+            except cache_entry.CorruptEntry as exc:
+                self._drop(entry, f"{exc}; rebuilding {node}")
+                bound = False
+            except OSError:
+                bound = False  # gone meanwhile (another build's prune): a miss
+        return bound
+
     def _miss(self, node, peers: list) -> bool:
         """What a step some of whose entries this tier lacks gets: nothing (a remote tier overrides it)."""
         self.tiers.local.add("misses", len(peers))
@@ -157,6 +190,10 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
     def _drop(self, cachefile: str, why: str) -> None:
         self.tiers.local.add("corrupt")
         self.tiers.run.say(f"WARN: cache: corrupt entry {why}")
+        self._remove(cachefile)
+
+    @staticmethod
+    def _remove(cachefile: str) -> None:
         try:
             os.unlink(cachefile)
         except OSError:
@@ -165,6 +202,8 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
     def push(self, node):
         if self.is_readonly() or not self.is_enabled() or node.nocache or not SCons.Action.execute_actions:
             return None
+        if moved_inputs(node):
+            return None  # built from inputs that moved under it: its key names other bytes (progress.moved_inputs)
         cachedir, cachefile = self.cachepath(node)
         if os.path.isfile(cachefile):
             return None  # another build pushed the same step first
@@ -174,8 +213,20 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
             cache_entry.write_entry(node.get_abspath(), cachefile)
             self.tiers.local.add("pushed")
         except OSError as exc:
-            self.tiers.run.say(f"WARN: cache: {errors.os_error_line(exc, f'cannot push {node} to {cachefile}')}; the build goes on")
+            self.tiers.push_failed(exc, f"cannot push {node} to {cachefile}")
         return None
+
+
+def _write_config(config: str) -> None:
+    """Write the cache's config by rename (first writer wins; later ones write the same bytes); no temporary stays."""
+    fd, tmp = tempfiles.create(config)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"prefix_len": SCons.CacheDir.CACHE_PREFIX_LEN}, fh)
+        os.replace(tmp, config)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _roots(node) -> list[tuple[bytes, bytes]]:
@@ -232,14 +283,15 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
             self.tiers.remote_counts.add("misses", len(peers))
             return False
         found = []
-        for key, value in zip(keys, present):
+        for key, value in zip(keys, present):  # every value checked: a damaged one is dropped, not left for later
             try:
                 found.append(remote_cache.unpack(value, key))
             except cache_entry.CorruptEntry as exc:
                 self.tiers.remote_counts.add("corrupt")
                 self.tiers.run.say(f"WARN: cache: corrupt entry {exc} in {remote.url}; removed there, rebuilding {node}")
                 remote.drop(key, value)
-                return False
+        if len(found) != len(present):
+            return False
         for entry, (blob, _, mode) in zip(entries, found):
             if not self.is_readonly() and not os.path.isfile(entry):
                 try:
@@ -254,7 +306,7 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
         super().push(node)
         remote = self.tiers.remote
         if (remote is None or SCons.CacheDir.CacheDir.is_readonly(self) or not self.is_enabled() or node.nocache
-                or not SCons.Action.execute_actions):
+                or not SCons.Action.execute_actions or moved_inputs(node)):
             return None
         if remote.push_file(os.path.basename(self.cachepath(node)[1]), node.get_abspath()):
             self.tiers.remote_counts.add("pushed")

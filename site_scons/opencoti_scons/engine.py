@@ -127,6 +127,21 @@ def forget_scan(node: Any) -> None:
     node._children_reset()
 
 
+def seen_stat(node: Any) -> Any:
+    """The stat SCons took of ``node`` this run and decides with (its memo; None when not taken, or cleared
+    since: a target is stat'ed again once built)."""
+    return node._memo.get("stat")
+
+
+def forget_record(node: Any) -> None:
+    """Keep ``node`` out of the sconsign this run writes and drop what the last run recorded of it, so the next
+    run finds no record and rebuilds it (SCons keeps the entries per directory, to merge when it writes)."""
+    sconsign = node.dir.sconsign()
+    sconsign.to_be_merged.pop(node.name, None)
+    sconsign.entries.pop(node.name, None)
+    sconsign.dirty = True
+
+
 def use_implicit_cache_now() -> None:
     """``--implicit-cache`` from this point of the reading on: SCons applies the option only after the
     SConscripts are read, and the summary's plan scans before that."""

@@ -12,6 +12,7 @@ found current at run time: then N is larger than the steps shown, never smaller.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any
 import SCons.Node
 import SCons.Node.FS
 
+from opencoti_build import files
 from opencoti_build.cache import file_digests
 from opencoti_build.incremental import null_build
 from opencoti_build.report import summary
@@ -47,6 +49,7 @@ class BuildRun:
         self.memo = memo or null_build.Memo()  # what the reading computes, carried between runs by the null build
         self._out = out  # None: whatever sys.stdout is when a line is written (the null build's recorder swaps it)
         self._noted: set[str] = set()
+        self.unsettled: dict[str, list[str]] = {}  # step's first target -> its inputs that moved while it ran
         self._steps: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
         self._lock = threading.Lock()
 
@@ -83,7 +86,13 @@ class BuildRun:
         node = task.targets[0]
         cached = all(getattr(t, "cached", 0) for t in task.targets)  # read first: built() clears it
         state = node.get_state()
+        moved = moved_inputs(node) if state == SCons.Node.executing else []
         original(task)
+        if moved:  # built from inputs that moved under it: no record, so the next run redoes the step
+            for target in task.targets:
+                engine.forget_record(target)
+            with self._lock:
+                self.unsettled[str(node)] = moved
         if not counted(node):
             return
         if state == SCons.Node.executing:
@@ -111,15 +120,46 @@ class BuildRun:
         self.planned = len(executors)
         return self.planned
 
+    def unsettled_line(self) -> list[str]:
+        """The WARN for steps whose inputs changed while they ran (none: no line)."""
+        if not self.unsettled:
+            return []
+        inputs = sorted({path for moved in self.unsettled.values() for path in moved})
+        return [f"WARN: {len(inputs)} input(s) changed while this build read them ({', '.join(inputs[:3])}"
+                f"{', …' if len(inputs) > 3 else ''}): {len(self.unsettled)} step(s) built from them were not "
+                "recorded or cached; the next build redoes them"]
+
     def end_lines(self, now: float | None = None) -> list[str]:
         """The reports' lines, then the summary line."""
-        lines = [line for report in self.reports for line in report()]
+        lines = [*self.unsettled_line(), *(line for report in self.reports for line in report())]
         return [*lines, summary.line(self.counts, (now or time.time()) - self.started)]
 
     def say_end(self) -> None:
         sys.stderr.flush()
         for line in self.end_lines():
             self.say(line)
+
+
+def moved_inputs(node: Any) -> list[str]:
+    """The input files of the step writing ``node`` that are no longer the files this run decided with: their
+    stat identity now differs from the stat SCons took before the step (an editor saved one while it ran).
+
+    Bazel re-checks an action's inputs the same way after it runs; the signature this run recorded for such an
+    input, and the key the step's outputs would be cached under, describe bytes the step may not have read."""
+    moved = []
+    for child in node.children(scan=0):  # scanned before it was built
+        if not isinstance(child, SCons.Node.FS.File):
+            continue
+        seen = engine.seen_stat(child)
+        if seen is None:
+            continue  # not stat'ed this run: nothing was decided from it
+        try:
+            now = files.identity(os.stat(child.get_abspath()))
+        except OSError:
+            now = None
+        if now != files.identity(seen):
+            moved.append(str(child))
+    return moved
 
 
 def _will_run(node: Any, plan: dict[Any, bool], executors: set[int]) -> bool:

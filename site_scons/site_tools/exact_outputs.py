@@ -11,11 +11,13 @@ file it rewrote no longer matches the record the last *finished* run wrote.
 
 The same stamp serves SCons' content-timestamp decider for every file, inputs included: a file whose
 stamp is unchanged is not re-read (big archives and multi-GiB models are not re-hashed on a null
-build); a changed stamp re-hashes, and only a content change rebuilds. The stamp is the later of the
-file's mtime and ctime, sub-second: SCons' whole-second mtimes miss an edit made in the same
-second as the recorded stamp, and no mtime alone sees an edit that puts the old mtime back (`touch
--r`, `utime`, a copy with `cp -p` over an edited file), which always moves the ctime. (Two writes
-within one kernel timestamp tick, a few ms, still look alike, as they do to make and Ninja.)
+build); a changed stamp re-hashes, and only a content change rebuilds. The stamp is the file's stat
+identity as git's index compares it (mtime and ctime in ns, size, inode, device: opencoti_build.files), every
+part compared, never a max of them: SCons' whole-second mtimes miss an edit made in the same second as the
+recorded stamp; no mtime alone sees an edit that puts the old mtime back (`touch -r`, `utime`, `cp -p`,
+`rsync -t`, `tar x`), which always moves the ctime; and a max of mtime and ctime hides that ctime when the
+mtime lies in the future (a tree from a machine whose clock runs ahead). Such a file is said once a run (one
+WARN). (Two writes within one kernel timestamp tick, a few ms, still look alike, as they do to make and Ninja.)
 
 A file whose SHA-256 the build already knows (opencoti_build.cache.file_digests: the packager's artifact,
 as written) is signed with that digest instead of being read again; a target recorded with such a
@@ -27,6 +29,8 @@ content signature (through opencoti_scons.engine, once per process).
 """
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,15 +39,35 @@ import SCons.Node.FS
 import SCons.Script
 import SCons.Util
 
+from opencoti_build import files
 from opencoti_build.cache import file_digests
 from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun
 
 
-def stamp(node: SCons.Node.FS.Base) -> float | None:
-    """The file's change stamp: max(mtime, ctime), sub-second (see the module docstring)."""
+FUTURE_SLACK_NS = 2_000_000_000  # a clock a little ahead (NFS, a VM's) is not worth a line
+
+
+def stamp(node: SCons.Node.FS.Base) -> int | None:
+    """The file's change stamp: its stat identity, packed (see the module docstring)."""
     st = node.stat()
-    return max(st.st_mtime, st.st_ctime) if st else None
+    return files.stamp(st) if st else None
+
+
+def _stamp_noting_the_future(run: BuildRun) -> Callable[[SCons.Node.FS.Base], int | None]:
+    said = threading.Event()
+
+    def noting(node: SCons.Node.FS.Base) -> int | None:
+        st = node.stat()
+        if st is None:
+            return None
+        ahead = st.st_mtime_ns - time.time_ns()
+        if ahead > FUTURE_SLACK_NS and not said.is_set():
+            said.set()
+            run.say(f"WARN: {node} was modified {ahead / 1e9:.0f} s in the future (a clock running ahead where it "
+                    "was written?); edits are still seen: files are compared by their whole stat, not by time")
+        return files.stamp(st)
+    return noting
 
 
 def matches_record(node: SCons.Node.FS.File, digests: file_digests.Digests) -> bool:
@@ -94,7 +118,7 @@ def _current(inputs_current: Callable[[SCons.Node.FS.File], bool],
 
 
 def generate(env: Any, run: BuildRun) -> None:
-    engine.install("file stamp", lambda scons_stamp: stamp)
+    engine.install("file stamp", lambda scons_stamp: _stamp_noting_the_future(run))
     engine.install("file current", lambda original: _current(original, run.digests))
     engine.install("file signature", lambda original: _signature(original, run.digests))
 

@@ -128,7 +128,28 @@ def test_a_corrupt_remote_entry_is_reported_once_and_never_used(warm: Warm, dama
     assert len(warned) == 1 and short in warned[0] and warm.server.url in warned[0], proc.stdout
     assert digests(warm.root / "clone-build" / "out") == warm.reference
     assert tier_line(proc.stdout, warm.server.url)[2] == 1
-    remote_cache.unpack(warm.server.client.get(key), key)  # removed, rebuilt and pushed again whole
+    remote_cache.unpack(warm.server.client.get(key), short)  # removed, rebuilt and pushed again whole
+
+
+@needs_redis
+def test_a_full_server_stops_the_pushes_with_one_warn_and_still_serves_reads(redis_server: RedisServer,
+                                                                             tmp_path: Path) -> None:
+    said: list[str] = []
+    remote = remote_cache.Remote(redis_server.url, said.append)
+    first = tmp_path / "first.o"
+    first.write_bytes(b"f" * 100)
+    assert remote.push_file("k0", str(first))
+    used = int(redis_server.client.info("memory")["used_memory"])
+    redis_server.client.config_set("maxmemory-policy", "noeviction")
+    redis_server.client.config_set("maxmemory", str(used))  # full: every write is refused with OOM
+    big = tmp_path / "big.o"
+    big.write_bytes(os.urandom(1 << 20))
+    assert not remote.push_file("k1", str(big)) and not remote.push_file("k2", str(big))
+    assert len(said) == 1 and said[0].startswith(f"WARN: cache: CACHE_URL {redis_server.url} refused a push (OutOfMemoryError: command not allowed when used memory"), said
+    assert "unreachable" not in said[0] and said[0].endswith("nothing more is pushed there this run, entries are "
+                                                             "still read from it")
+    value, missing = remote.pull(["k0", "k1"])
+    assert missing is None and remote_cache.unpack(value, "k0")[1] == first.read_bytes() and remote.enabled
 
 
 @needs_redis
@@ -165,7 +186,7 @@ def test_two_builds_at_once_leave_every_entry_whole(warm: Warm, redis_server: Re
     for entry in local:
         cache_entry.content_signature(entry, "sha256")  # raises CorruptEntry
     for key in redis_server.keys():
-        remote_cache.unpack(redis_server.client.get(key), key)
+        remote_cache.unpack(redis_server.client.get(key), key.removeprefix(remote_cache.KEY_PREFIX))
 
 
 @pytest.mark.parametrize("how", ["command line", "environment"])

@@ -380,7 +380,7 @@ def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(r
     ws.assert_clean_equivalent()
     assert_every_entry_verifies(ws.cache)
     for key in server.client.keys(remote_cache.KEY_PREFIX + "*"):  # raises CorruptEntry
-        remote_cache.unpack(server.client.get(key), key.decode())
+        remote_cache.unpack(server.client.get(key), key.decode().removeprefix(remote_cache.KEY_PREFIX))
     # What the killed run and the rebuild left in Redis is right, not only whole: the remote tier alone
     # (an empty local cache, no outputs) gives a clean build's bytes
     shutil.rmtree(ws.out)
@@ -388,6 +388,129 @@ def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(r
     alone = ws.build(url)
     assert remote_tier(alone.stdout, server.url)["hits"] > 0 and remote_tier(alone.stdout, server.url)["corrupt"] == 0
     ws.assert_clean_equivalent()
+
+
+@pytest.fixture(scope="module")
+def edit_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("edit"), references)
+    ws.build()
+    return ws
+
+
+# Save within about the time a header edit's build takes on 2 cores (a later save finds it finished).
+EDIT_WINDOW_S = 5.0
+
+
+@pytest.mark.xdist_group("faults-edit")
+@pytest.mark.trials(full=24, per_run=3)
+def test_an_input_saved_while_the_build_runs_is_never_recorded_or_cached_as_built(edit_space: Workspace, trial: int,
+        seed: int) -> None:
+    """An editor saves the header at a random moment of a build (build-on-save), then the user undoes the save or
+    keeps it: the next build equals a clean build of what is there, and so does a build from the cache alone."""
+    ws = edit_space
+    rng = random.Random(f"{seed}-edit-{trial}")
+    if trial % 3 == 0:
+        shutil.rmtree(ws.out, ignore_errors=True)  # restores from the cache among the compiles
+    started = rng.choice([v for v in range(len(VARIANTS)) if v != ws.variant])
+    ws.set_variant(started)
+    proc = ws.start()
+    time.sleep(rng.uniform(0.2, EDIT_WINDOW_S))
+    saved_over = ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != started]))  # the save
+    output = proc.communicate(timeout=600)[0]
+    assert proc.returncode == 0 and "Traceback" not in output, output
+    assert len([line for line in output.splitlines() if "changed while this build read them" in line]) <= 1, output
+    # an undo (a new mtime), `cp -p` of the file the build started from (its mtime back), or the save kept
+    how = rng.choice(["undo", "copy-back", "keep"])
+    if how != "keep":
+        ws.set_variant(started, mtime_ns=saved_over if how == "copy-back" else None)
+    rebuilt = ws.build()
+    assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
+    ws.assert_clean_equivalent()
+    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+    shutil.rmtree(ws.out)  # what the two builds pushed is right, not only whole: the cache alone gives a clean build
+    assert "FATCC" not in ws.build().stdout
+    ws.assert_clean_equivalent()
+
+
+@pytest.fixture(scope="module")
+def skew_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    """A tree unpacked from a machine whose clock runs ahead: every source file's mtime up to a year in the future."""
+    ws = Workspace(tmp_path_factory.mktemp("skew"), references)
+    rng = random.Random("skew")
+    for path in (p for p in ws.src.rglob("*") if p.is_file()):
+        ahead = time.time_ns() + rng.randrange(3600, 366 * 86400) * 10**9
+        os.utime(path, ns=(ahead, ahead))
+    first = ws.build()
+    assert len([line for line in first.stdout.splitlines() if "s in the future" in line]) == 1, first.stdout
+    return ws
+
+
+@pytest.mark.xdist_group("faults-skew")
+@pytest.mark.trials(full=16, per_run=2)
+def test_an_edit_that_keeps_a_future_mtime_is_seen_in_inputs_and_outputs(skew_space: Workspace, trial: int,
+        seed: int) -> None:
+    """`cp -p`, `rsync -t`, `tar x` or `touch -r` keep a file's (future) mtime: the edit must still be seen, both in
+    an input header (its dependents rebuilt) and in an output changed by hand (restored)."""
+    ws = skew_space
+    rng = random.Random(f"{seed}-skew-{trial}")
+    future = time.time_ns() + rng.randrange(60, 366 * 86400) * 10**9
+    if trial % 2 == 0:
+        header = ws.src / HEADER
+        os.utime(header, ns=(future, future))
+        ws.build()
+        ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != ws.variant]), mtime_ns=future)
+    else:
+        victim = rng.choice(sorted(p for p in (ws.out / "o").rglob("*") if p.is_file()))
+        os.utime(victim, ns=(future, future))  # an output whose mtime lies ahead, recorded as such
+        ws.build()
+        data = bytearray(victim.read_bytes())
+        data[rng.randrange(len(data))] ^= 0xFF
+        victim.write_bytes(bytes(data))
+        os.utime(victim, ns=(future, future))  # the hand edit's mtime put back
+    ws.build()
+    ws.assert_clean_equivalent()
+    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+
+
+def swap_values(rng: random.Random, items: list, value_of, put) -> tuple:
+    """Swap the values of two items whose values differ (each stays whole and self-consistent)."""
+    while True:
+        a, b = rng.sample(items, 2)
+        va, vb = value_of(a), value_of(b)
+        if va != vb:
+            put(a, vb)
+            put(b, va)
+            return a, b
+
+
+@pytest.mark.xdist_group("faults-remote")
+@pytest.mark.trials(full=16, per_run=2)
+def test_swapped_cache_entries_never_reach_an_output(remote_space, trial: int, seed: int) -> None:
+    """Two entries' contents swapped in CACHE_DIR, or two values in Redis (a restore from backup, a copy tool, a
+    sharing layer's bug): each is refused as stored under another key, rebuilt and replaced."""
+    ws, server = remote_space
+    rng = random.Random(f"{seed}-swap-{trial}")
+    url = f"CACHE_URL={server.url}"
+    shutil.rmtree(ws.out, ignore_errors=True)
+    ws.build(url)  # both tiers hold every entry
+    shutil.rmtree(ws.out)
+    if trial % 2 == 0:
+        swapped = swap_values(rng, cache_entries(ws.cache), Path.read_bytes, Path.write_bytes)
+        names = [p.name for p in swapped]
+        proc = ws.build()  # the local tier alone
+    else:
+        shutil.rmtree(ws.cache)
+        keys = sorted(server.client.keys(remote_cache.KEY_PREFIX + "*"))
+        swapped = swap_values(rng, keys, server.client.get, server.client.set)
+        names = [k.decode().removeprefix(remote_cache.KEY_PREFIX) for k in swapped]
+        proc = ws.build(url)
+    warned = [line for line in proc.stdout.splitlines() if "holds the entry stored under key" in line]
+    assert warned and all(any(n in line for n in names) for line in warned), proc.stdout
+    assert re.search(r" [12] corrupt ", proc.stdout), proc.stdout
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)  # replaced
+    for key in server.client.keys(remote_cache.KEY_PREFIX + "*"):
+        remote_cache.unpack(server.client.get(key), key.decode().removeprefix(remote_cache.KEY_PREFIX))
 
 
 def read_only_mount_works(path: Path) -> bool:

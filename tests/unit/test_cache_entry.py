@@ -49,11 +49,11 @@ def entry_of(tmp_path: Path, data: bytes, mode: int = 0o644) -> Path:
 @pytest.mark.parametrize("data", [b"", b"x", BIG], ids=["empty", "one-byte", "five-mib"])
 def test_every_size_round_trips_through_a_file_entry_and_the_sealed_form(tmp_path: Path, data: bytes) -> None:
     entry = entry_of(tmp_path, data)
-    assert entry.read_bytes() == cache_entry.seal(data)  # the file tier and the remote tier store the same bytes
-    assert entry.stat().st_size == len(data) + len(cache_entry.MAGIC) + 8 + 32
+    assert entry.read_bytes() == cache_entry.seal(data, "entry")  # the file tier and the remote tier store the same
+    assert entry.stat().st_size == len(data) + len(cache_entry.MAGIC) + 8 + 32 + cache_entry.KEY_BYTES
     cache_entry.read_entry(entry, tmp_path / "deep" / "er" / "back.o")  # the target's directories are made
     assert (tmp_path / "deep" / "er" / "back.o").read_bytes() == data
-    assert cache_entry.unseal(cache_entry.seal(data), "n") == data
+    assert cache_entry.unseal(cache_entry.seal(data, "n"), "n") == data
     assert cache_entry.content_signature(entry, "sha256") == hashlib.sha256(data).hexdigest()
     assert cache_entry.content_signature(entry, "md5") == hashlib.md5(data).hexdigest()
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
@@ -67,12 +67,12 @@ def test_a_changed_byte_past_the_first_chunk_is_caught(tmp_path: Path) -> None:
     with pytest.raises(cache_entry.CorruptEntry, match=f"^{entry}: content does not match its SHA-256$"):
         cache_entry.read_entry(entry, tmp_path / "out.o")
     assert not (tmp_path / "out.o").exists()
-    with pytest.raises(cache_entry.CorruptEntry, match="^n: content does not match its SHA-256$"):
-        cache_entry.unseal(bytes(data), "n")
+    with pytest.raises(cache_entry.CorruptEntry, match="^entry: content does not match its SHA-256$"):
+        cache_entry.unseal(bytes(data), "entry")
 
 
 def test_the_trailer_is_checked_for_its_magic_and_length(tmp_path: Path) -> None:
-    good = cache_entry.seal(b"0123456789")
+    good = cache_entry.seal(b"0123456789", "k")
     trailer = len(good) - 10
     cases = {
         "short": (good[: trailer - 1], "is shorter than its trailer"),
@@ -82,6 +82,7 @@ def test_the_trailer_is_checked_for_its_magic_and_length(tmp_path: Path) -> None
     }
     for name, (blob, message) in cases.items():
         entry = tmp_path / name
+        blob = blob[:len(blob) - cache_entry.KEY_BYTES] + name.encode().ljust(cache_entry.KEY_BYTES, b"\0")
         entry.write_bytes(blob)
         with pytest.raises(cache_entry.CorruptEntry, match=f"^{entry} {message.replace('(', '.').replace(')', '.')}$"):
             cache_entry.read_entry(entry, tmp_path / "out.o")
@@ -89,7 +90,7 @@ def test_the_trailer_is_checked_for_its_magic_and_length(tmp_path: Path) -> None
             cache_entry.content_signature(entry, "sha256")
         with pytest.raises(cache_entry.CorruptEntry, match=f"^{name} {message.replace('(', '.').replace(')', '.')}$"):
             cache_entry.unseal(blob, name)
-    assert cache_entry.unseal(cache_entry.seal(b""), "empty") == b""  # a trailer alone is a valid empty entry
+    assert cache_entry.unseal(cache_entry.seal(b"", "empty"), "empty") == b""  # a trailer alone is a valid empty entry
 
 
 def test_modes_an_entry_keeps_and_a_restore_makes_writable(tmp_path: Path) -> None:
@@ -97,8 +98,8 @@ def test_modes_an_entry_keeps_and_a_restore_makes_writable(tmp_path: Path) -> No
     assert entry.stat().st_mode & 0o777 == 0o555
     cache_entry.read_entry(entry, tmp_path / "tool")
     assert (tmp_path / "tool").stat().st_mode & 0o777 == 0o755  # the owner can write the target again
-    cache_entry.store_sealed(cache_entry.seal(b"abc"), tmp_path / "remote" / "hit", 0o100751)
-    assert (tmp_path / "remote" / "hit").read_bytes() == cache_entry.seal(b"abc")
+    cache_entry.store_sealed(cache_entry.seal(b"abc", "hit"), tmp_path / "remote" / "hit", 0o100751)
+    assert (tmp_path / "remote" / "hit").read_bytes() == cache_entry.seal(b"abc", "hit")
     assert (tmp_path / "remote" / "hit").stat().st_mode & 0o7777 == 0o751
     assert [p.name for p in (tmp_path / "remote").iterdir()] == ["hit"]  # no temporary left
     cache_entry.restore_bytes(b"abc", tmp_path / "restored" / "x.o", 0o100444)
@@ -117,7 +118,7 @@ def test_a_failed_write_leaves_no_temporary_and_a_failed_restore_no_target(tmp_p
     with pytest.raises(OSError):
         cache_entry.write_entry(source, tmp_path / "cache" / "entry")
     with pytest.raises(OSError):
-        cache_entry.store_sealed(cache_entry.seal(b"data"), tmp_path / "cache" / "sealed", 0o644)
+        cache_entry.store_sealed(cache_entry.seal(b"data", "sealed"), tmp_path / "cache" / "sealed", 0o644)
     assert list((tmp_path / "cache").iterdir()) == []
     monkeypatch.setattr(cache_entry.os, "chmod", refuse)
     with pytest.raises(OSError):
@@ -133,3 +134,64 @@ def test_path_roots_skip_unset_roots_and_add_project_relative_forms_longest_firs
         (b"/w/main/tests/fx", b"@SRC@"), (b"/elsewhere/b", b"@OUTSIDE@"), (b"/w/main/o", b"@UP@"),
         (b"tests/fx", b"@SRC@"), (b"/w/main", b"@ROOT@"), (b"o", b"@UP@"),
     ]
+
+
+def test_an_entry_is_bound_to_its_key_so_a_swapped_entry_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a1").write_bytes(b"object a")
+    (tmp_path / "b2").write_bytes(b"object b, longer")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in ("a1", "b2"):
+        cache_entry.write_entry(tmp_path / name, cache / f"key{name}")
+    a, b = (cache / "keya1").read_bytes(), (cache / "keyb2").read_bytes()
+    (cache / "keya1").write_bytes(b)  # each whole and self-consistent, under the other's key
+    (cache / "keyb2").write_bytes(a)
+    for entry, other in (("keya1", "keyb2"), ("keyb2", "keya1")):
+        with pytest.raises(cache_entry.CorruptEntry, match=f"^{cache / entry} holds the entry stored under key "
+                                                           f"{other}… .swapped or copied over.$"):
+            cache_entry.read_entry(cache / entry, tmp_path / "out.o")
+        assert not (tmp_path / "out.o").exists()
+        with pytest.raises(cache_entry.CorruptEntry, match="holds the entry stored under key"):
+            cache_entry.content_signature(cache / entry, "sha256")
+    with pytest.raises(cache_entry.CorruptEntry, match="^k2 holds the entry stored under key k1"):
+        cache_entry.unseal(cache_entry.seal(b"x", "k1"), "k2")
+    with pytest.raises(ValueError, match="longer than 64"):
+        cache_entry.seal(b"x", "f" * 65)
+
+
+def test_an_entry_of_the_earlier_format_is_outdated_not_corrupt(tmp_path: Path) -> None:
+    data = b"an object"
+    v1 = data + b"opencoti-cache-entry-v1\0" + len(data).to_bytes(8, "little") + hashlib.sha256(data).digest()
+    entry = tmp_path / "entry"
+    entry.write_bytes(v1 + bytes(cache_entry.KEY_BYTES))  # long enough for this format's trailer
+    with pytest.raises(cache_entry.OutdatedEntry, match="written by an earlier cache format"):
+        cache_entry.read_entry(entry, tmp_path / "out.o")
+    assert not (tmp_path / "out.o").exists()
+
+
+def test_a_restore_that_cannot_write_its_target_says_so_not_that_the_entry_is_unreadable(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    source = tmp_path / "source.o"
+    source.write_bytes(BIG)
+    entry = tmp_path / "entry"
+    cache_entry.write_entry(source, entry)
+    real_open = open
+
+    class Full:
+        def __init__(self, path: Path) -> None:
+            self._fh = real_open(path, "wb")
+
+        def write(self, data: bytes) -> int:
+            raise OSError(28, "No space left on device")
+
+        def flush(self) -> None:
+            self._fh.flush()
+
+        def close(self) -> None:
+            self._fh.close()
+
+    monkeypatch.setattr(cache_entry, "open", lambda path, mode="r", *a, **k: Full(path) if mode == "wb"
+                        else real_open(path, mode, *a, **k), raising=False)
+    with pytest.raises(cache_entry.CannotWrite, match=f"^cannot write {tmp_path / 'out.o'}: No space left on device$"):
+        cache_entry.read_entry(entry, tmp_path / "out.o")
+    assert not (tmp_path / "out.o").exists()

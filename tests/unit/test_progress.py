@@ -11,7 +11,7 @@ import SCons.Node
 import SCons.Node.FS
 
 from opencoti_build.report import summary
-from opencoti_scons.progress import BuildRun, counted
+from opencoti_scons.progress import BuildRun, counted, moved_inputs
 
 
 class _Task:
@@ -27,7 +27,7 @@ def fs(tmp_path: Path) -> SCons.Node.FS.FS:
 def _built(fs: SCons.Node.FS.FS, name: str, executor: object | None = None) -> SCons.Node.FS.File:
     node = fs.File(name)
     node.builder = SimpleNamespace(name="stand-in")
-    node.executor = executor or SimpleNamespace(name=name)
+    node.executor = executor or SimpleNamespace(name=name, cleanup=lambda: None)
     return node
 
 
@@ -72,6 +72,30 @@ def test_a_finished_step_counts_as_what_it_did(fs, state: int, cached: int, kind
     assert {k: getattr(run.counts, k) for k in ("compiled", "cached", "current", "failed")} == {
         "compiled": 0, "cached": 0, "current": 0, "failed": 0, kind: 1}
     assert run.steps() == 1
+
+
+def test_an_input_saved_after_the_run_stat_it_moves_and_its_step_is_not_recorded(fs, tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    monkeypatch.setattr(SCons.Node.FS, "Save_Strings", True)  # the SConscripts are read: SCons keeps stats
+    (tmp_path / "a.h").write_text("one")
+    (tmp_path / "b.h").write_text("two")
+    header, other = fs.File("a.h"), fs.File("b.h")
+    node = _built(fs, "a.o")
+    node.add_source([header, other, fs.File("never-stat.h")])
+    sconsign = node.dir.sconsign()
+    header.stat(), other.stat()  # what the run decided with
+    assert moved_inputs(node) == []
+    (tmp_path / "a.h").write_text("ONE")  # an editor saves while the step runs
+    assert moved_inputs(node) == ["a.h"]
+
+    run = BuildRun(started=0.0, out=io.StringIO())
+    node.set_state(SCons.Node.executing)
+    sconsign.entries["a.o"] = "what the last run recorded"
+    run.executed(_Task(node), lambda task: sconsign.to_be_merged.update({"a.o": node}))  # SCons's visited()
+    assert "a.o" not in sconsign.to_be_merged and "a.o" not in sconsign.entries  # no record: the next run rebuilds
+    assert run.counts.compiled == 1 and run.unsettled == {"a.o": ["a.h"]}
+    assert run.end_lines(now=1.0)[0] == ("WARN: 1 input(s) changed while this build read them (a.h): 1 step(s) built "
+                                         "from them were not recorded or cached; the next build redoes them")
 
 
 def test_a_pair_is_cached_only_when_both_halves_came_from_the_cache(fs) -> None:

@@ -40,9 +40,11 @@ def test_a_password_never_reaches_a_message() -> None:
 
 def test_a_value_restores_content_and_mode_and_refuses_any_damage() -> None:
     data = bytes(range(256)) * 8
-    value = remote_cache.pack(data, 0o100755)
+    value = remote_cache.pack(data, 0o100755, "k")
     blob, content, mode = remote_cache.unpack(value, "k")
-    assert (content, mode) == (data, 0o755) and blob == cache_entry.seal(data)
+    assert (content, mode) == (data, 0o755) and blob == cache_entry.seal(data, "k")
+    with pytest.raises(cache_entry.CorruptEntry, match="^j holds the entry stored under key k"):
+        remote_cache.unpack(value, "j")  # a value swapped into another key
     for i in range(len(value)):  # every single flipped byte, every truncation
         for bad in (value[:i] + bytes([value[i] ^ 0x10]) + value[i + 1:], value[:i]):
             with pytest.raises(cache_entry.CorruptEntry, match="^k"):

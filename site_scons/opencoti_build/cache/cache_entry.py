@@ -1,13 +1,16 @@
 """Verified cache entries and path-independent cache keys (no SCons here; site_tools/verified_cache.py uses it).
 
-An entry is the file's bytes followed by a fixed trailer: a magic, the bytes' length and their
-SHA-256. Reading an entry checks both, and a restored file whose bytes do not match is removed, so a
-flipped byte or a truncation is a miss, never an output. Entries are written under a temporary name
+An entry is the file's bytes followed by a fixed trailer: a magic, the bytes' length, their SHA-256 and the key
+the entry was stored under (the cache signature: a local entry's file name, a remote entry's Redis key). Reading
+an entry checks all three against the key it is read for, and a restored file whose bytes do not match is
+removed, so a flipped byte, a truncation or an entry swapped with another (a restore from backup, a copy tool, a
+sharing layer's bug: each whole and self-consistent) is a miss, never an output. Entries are written under a temporary name
 (opencoti_build.incremental.tempfiles) and renamed into place: a reader sees a whole entry or none, whoever
 else is writing.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -17,13 +20,45 @@ from pathlib import Path
 
 from opencoti_build.incremental import tempfiles
 
-MAGIC = b"opencoti-cache-entry-v1\0"
-_TRAILER = struct.Struct(f"<{len(MAGIC)}sQ32s")  # magic, content length, sha256
+MAGIC = b"opencoti-cache-entry-v2\0"
+_OUTDATED = (b"opencoti-cache-entry-v1\0",)  # earlier formats: their entries carry no key
+KEY_BYTES = 64  # a hex SHA-256 signature, the longest SCons makes
+_TRAILER = struct.Struct(f"<{len(MAGIC)}sQ32s{KEY_BYTES}s")  # magic, content length, sha256, key (NUL-padded)
 _CHUNK = 1 << 20
 
 
 class CorruptEntry(Exception):
-    """A cache entry whose bytes do not match its recorded digest (flipped, truncated, foreign)."""
+    """A cache entry whose bytes do not match its recorded digest or key (flipped, truncated, swapped, foreign)."""
+
+
+class CannotWrite(Exception):
+    """A checked entry whose target could not be written (a full disk, a read-only directory): not the entry's fault."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        super().__init__(f"cannot write {path}: {exc.strerror or exc}")
+        self.path, self.strerror = path, exc.strerror or str(exc)
+
+
+class OutdatedEntry(CorruptEntry):
+    """An entry an earlier format of this build wrote: not damaged, but unverifiable against its key (a quiet miss)."""
+
+
+def _key_field(key: str) -> bytes:
+    field = key.encode("ascii")
+    if len(field) > KEY_BYTES:
+        raise ValueError(f"cache key {key!r} is longer than {KEY_BYTES} characters")
+    return field
+
+
+def _check_trailer(name: str, key: str, magic: bytes, length: int, stored: int, found: bytes) -> None:
+    """CorruptEntry unless a trailer read from entry ``name`` is whole and was written for ``key``."""
+    if magic in _OUTDATED:
+        raise OutdatedEntry(f"{name} was written by an earlier cache format")
+    if magic != MAGIC or length != stored:
+        raise CorruptEntry(f"{name} has no valid trailer (truncated or not written by this build)")
+    bound = found.rstrip(b"\0").decode("ascii", "replace")
+    if bound != key:
+        raise CorruptEntry(f"{name} holds the entry stored under key {bound[:16]}… (swapped or copied over)")
 
 
 def _copy_hashing(src, dst, length: int | None) -> tuple[int, bytes]:
@@ -45,13 +80,14 @@ def _atomic_writer(dest: Path):
 
 
 def write_entry(source: Path | str, entry: Path | str) -> None:
-    """Store ``source`` as the cache entry ``entry`` (its directory must exist), atomically."""
+    """Store ``source`` as the cache entry ``entry`` (its directory must exist; its name is the key), atomically."""
     entry = Path(entry)
+    key = _key_field(entry.name)
     out, tmp = _atomic_writer(entry)
     try:
         with out, open(source, "rb") as src:
             length, digest = _copy_hashing(src, out, None)
-            out.write(_TRAILER.pack(MAGIC, length, digest))
+            out.write(_TRAILER.pack(MAGIC, length, digest, key))
         os.chmod(tmp, os.stat(source).st_mode & 0o777)
         os.replace(tmp, entry)
     except BaseException:
@@ -63,27 +99,61 @@ def _trailer(entry: Path, size: int, fh) -> tuple[int, bytes]:
     if size < _TRAILER.size:
         raise CorruptEntry(f"{entry} is shorter than its trailer")
     fh.seek(size - _TRAILER.size)
-    magic, length, digest = _TRAILER.unpack(fh.read(_TRAILER.size))
-    if magic != MAGIC or length != size - _TRAILER.size:
-        raise CorruptEntry(f"{entry} has no valid trailer (truncated or not written by this build)")
+    magic, length, digest, key = _TRAILER.unpack(fh.read(_TRAILER.size))
+    _check_trailer(str(entry), entry.name, magic, length, size - _TRAILER.size, key)
     fh.seek(0)
     return length, digest
 
 
+def check_trailer(entry: Path | str) -> None:
+    """CorruptEntry (OutdatedEntry) unless ``entry`` ends in a whole trailer written for its key; the content is
+    not read (read_entry checks it when it restores)."""
+    entry = Path(entry)
+    with open(entry, "rb") as fh:
+        _trailer(entry, os.fstat(fh.fileno()).st_size, fh)
+
+
+def _open_target(dest: Path):
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        return open(dest, "wb")
+    except OSError as exc:
+        raise CannotWrite(dest, exc) from exc
+
+
+def _write_target(dest: Path, out, chunk: bytes | None) -> None:
+    """Write ``chunk`` to the target (None: flush it), an OSError becoming CannotWrite (a read error is the entry's)."""
+    try:
+        if chunk is None:
+            out.flush()
+        else:
+            out.write(chunk)
+    except OSError as exc:
+        raise CannotWrite(dest, exc) from exc
+
+
 def read_entry(entry: Path | str, dest: Path | str) -> None:
-    """Restore ``entry`` to ``dest``, checking its digest on the way; CorruptEntry removes ``dest``.
+    """Restore ``entry`` to ``dest``, checking its key and digest on the way; CorruptEntry removes ``dest``.
 
     ``dest`` is a target being brought up to date: it is written in place (no temporary to outlive a
     kill; a killed restore leaves a file the build's record does not describe, which is redone).
     """
     entry, dest = Path(entry), Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     with open(entry, "rb") as fh:
         length, recorded = _trailer(entry, os.fstat(fh.fileno()).st_size, fh)
         try:
-            with open(dest, "wb") as out:
-                copied, digest = _copy_hashing(fh, out, length)
-            if copied != length or digest != recorded:
+            digest, copied = hashlib.sha256(), 0
+            out = _open_target(dest)
+            try:
+                while copied < length and (chunk := fh.read(min(_CHUNK, length - copied))):
+                    digest.update(chunk)
+                    copied += len(chunk)
+                    _write_target(dest, out, chunk)
+                _write_target(dest, out, None)
+            finally:
+                with contextlib.suppress(OSError):  # flushed above: only a failed flush leaves bytes to fail again
+                    out.close()
+            if copied != length or digest.digest() != recorded:
                 raise CorruptEntry(f"{entry}: content does not match its SHA-256")
             os.chmod(dest, (os.fstat(fh.fileno()).st_mode & 0o777) | 0o200)
         except BaseException:
@@ -91,21 +161,20 @@ def read_entry(entry: Path | str, dest: Path | str) -> None:
             raise
 
 
-def seal(data: bytes) -> bytes:
-    """``data`` as an entry's bytes (what write_entry stores), for a tier that is not a file (the remote one)."""
-    return data + _TRAILER.pack(MAGIC, len(data), hashlib.sha256(data).digest())
+def seal(data: bytes, key: str) -> bytes:
+    """``data`` as the bytes of the entry under ``key`` (what write_entry stores), for a tier that is not a file."""
+    return data + _TRAILER.pack(MAGIC, len(data), hashlib.sha256(data).digest(), _key_field(key))
 
 
-def unseal(blob: bytes, name: str) -> bytes:
-    """The content an entry's bytes carry, checked against their trailer; CorruptEntry names ``name``."""
+def unseal(blob: bytes, key: str) -> bytes:
+    """The content the bytes of the entry under ``key`` carry, checked against their trailer and key."""
     if len(blob) < _TRAILER.size:
-        raise CorruptEntry(f"{name} is shorter than its trailer")
-    magic, length, digest = _TRAILER.unpack_from(blob, len(blob) - _TRAILER.size)
-    if magic != MAGIC or length != len(blob) - _TRAILER.size:
-        raise CorruptEntry(f"{name} has no valid trailer (truncated or not written by this build)")
+        raise CorruptEntry(f"{key} is shorter than its trailer")
+    magic, length, digest, found = _TRAILER.unpack_from(blob, len(blob) - _TRAILER.size)
+    _check_trailer(key, key, magic, length, len(blob) - _TRAILER.size, found)
     data = blob[:length]
     if hashlib.sha256(data).digest() != digest:
-        raise CorruptEntry(f"{name}: content does not match its SHA-256")
+        raise CorruptEntry(f"{key}: content does not match its SHA-256")
     return data
 
 

@@ -1,13 +1,14 @@
 """The object cache's remote tier: verified entries in Redis (no SCons here; site_tools/verified_cache.py uses it).
 
 A value is a zstd frame of the target's file mode (2 bytes) followed by the entry's bytes in
-opencoti_build.cache.cache_entry's format (content + SHA-256 trailer), then the frame's own SHA-256: the
+opencoti_build.cache.cache_entry's format (content + trailer: SHA-256 and key), then the frame's own SHA-256: the
 local tier's rules hold here too (every value is checked before it is used, a damaged one is a miss),
 and the outer digest also catches a flip in the bits a zstd decoder ignores.
 
 The remote is never a reason for a build to fail: every call is bounded by short socket timeouts
 with no retries, and the first error of any kind (refused, timed out, reset, a server that refuses
-commands) turns the remote off for the rest of the run with one WARN (``say``).
+commands) turns the remote off for the rest of the run with one WARN (``say``); a server that answers a push
+with an error (full: ``maxmemory`` with ``noeviction``; a read-only replica) only stops the pushes, with one WARN.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ MAX_ENTRY_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 1.5
 READ_TIMEOUT_S = 2.0
 # Keys: this prefix and the local tier's path-independent signature (a new format takes a new prefix).
-KEY_PREFIX = "opencoti:cache:v1:"
+KEY_PREFIX = "opencoti:cache:v2:"  # v2: entries carry their key
 URL_FORM = "redis://[:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS)"
 
 _MODE = struct.Struct("<H")
@@ -70,14 +71,15 @@ def shown(url: str) -> str:
     return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
-def pack(data: bytes, mode: int) -> bytes:
-    """The Redis value for a target's content ``data`` and its file ``mode``."""
-    frame = zstandard.ZstdCompressor(level=3).compress(_MODE.pack(mode & 0o777) + cache_entry.seal(data))
+def pack(data: bytes, mode: int, key: str) -> bytes:
+    """The Redis value under ``key`` for a target's content ``data`` and its file ``mode``."""
+    frame = zstandard.ZstdCompressor(level=3).compress(_MODE.pack(mode & 0o777) + cache_entry.seal(data, key))
     return frame + hashlib.sha256(frame).digest()
 
 
 def unpack(value: bytes, name: str) -> tuple[bytes, bytes, int]:
-    """(entry bytes for the local tier, content, mode) of a Redis value; CorruptEntry naming ``name``."""
+    """(entry bytes for the local tier, content, mode) of the Redis value under the key ``name``; CorruptEntry
+    naming it, also when the value was stored under another key."""
     compressed, digest = value[:-_DIGEST], value[-_DIGEST:]
     if len(value) <= _DIGEST or hashlib.sha256(compressed).digest() != digest:
         raise cache_entry.CorruptEntry(f"{name}: the value does not match its SHA-256 (damaged or truncated)")
@@ -100,11 +102,14 @@ class TierCounts(Tally):
 
     hits: int = 0
     misses: int = 0
-    corrupt: int = 0
+    corrupt: int = 0  # damaged, truncated, or swapped (stored under another key)
     pushed: int = 0
+    failed: int = 0  # pushes the tier refused (a full disk or server): shown only when there were some
 
     def text(self, name: str) -> str:
-        return f"{name} {self.hits} hits / {self.misses} misses / {self.corrupt} corrupt / {self.pushed} pushed"
+        failed = f" / {self.failed} failed pushes" if self.failed else ""
+        return (f"{name} {self.hits} hits / {self.misses} misses / {self.corrupt} corrupt / {self.pushed} pushed"
+                + failed)
 
 
 def tiers_line(tiers: Sequence[tuple[str, TierCounts]]) -> str:
@@ -125,7 +130,9 @@ class Remote:
         self.max_entry = max_entry
         self._say = say
         self._errors = (redis.RedisError, OSError)
+        self._refused = redis.ResponseError  # the server answered, with an error: it is up (full, read-only)
         self._down = threading.Event()
+        self._no_pushes = threading.Event()
         self._lock = threading.Lock()
         self._client = redis.Redis.from_url(
             url, socket_connect_timeout=CONNECT_TIMEOUT_S, socket_timeout=READ_TIMEOUT_S,
@@ -143,6 +150,15 @@ class Remote:
         reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
         self._say(f"WARN: cache: CACHE_URL {self.url} unreachable ({reason}); building with the local cache only")
 
+    def _stop_pushing(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._no_pushes.is_set():
+                return
+            self._no_pushes.set()
+        reason = (str(exc).strip().splitlines() or [""])[0].rstrip(".")
+        self._say(f"WARN: cache: CACHE_URL {self.url} refused a push ({type(exc).__name__}: {reason}); nothing more is pushed there "
+                  "this run, entries are still read from it")
+
     def pull(self, keys: Sequence[str]) -> list[bytes | None] | None:
         """The values under ``keys`` in one round trip (None each where absent); None when the remote is off."""
         if not self.enabled:
@@ -156,7 +172,7 @@ class Remote:
 
     def push_file(self, key: str, path: str) -> bool:
         """Store the file ``path`` under ``key`` unless an entry is there already; True when stored."""
-        if not self.enabled:
+        if not self.enabled or self._no_pushes.is_set():
             return False
         try:
             with open(path, "rb") as fh:
@@ -165,11 +181,14 @@ class Remote:
                     with self._lock:
                         self.skipped += 1
                     return False
-                value = pack(fh.read(), st.st_mode)
+                value = pack(fh.read(), st.st_mode, key)
         except OSError:
             return False  # the target went away: SCons reports that, not the cache
         try:
             return bool(self._client.set(KEY_PREFIX + key, value, nx=True))
+        except self._refused as exc:  # full (maxmemory with noeviction), or a replica: say so, keep reading
+            self._stop_pushing(exc)
+            return False
         except self._errors as exc:
             self._fail(exc)
             return False
