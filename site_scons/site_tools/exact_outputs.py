@@ -44,7 +44,6 @@ from opencoti_build.cache import file_digests
 from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun
 
-
 FUTURE_SLACK_NS = 2_000_000_000  # a clock a little ahead (NFS, a VM's) is not worth a line
 
 
