@@ -6,6 +6,7 @@ only (a real bug keeps its traceback) and report it with :func:`fail`: ``scons: 
 from __future__ import annotations
 
 import errno
+import signal
 import sys
 from typing import NoReturn
 
@@ -35,3 +36,15 @@ def os_error_line(exc: OSError, what: str) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{what}: permission denied; make it writable or point the variable elsewhere"
     return f"{what}: {exc.strerror or exc}"
+
+
+def interrupted(returncode: int) -> bool:
+    """Whether a child's exit status says Ctrl-C stopped it (killed by SIGINT, or a driver's 128 + SIGINT)."""
+    return returncode in (-signal.SIGINT, 128 + signal.SIGINT)
+
+
+def stop_if_interrupted(returncode: int) -> None:
+    """Raise KeyboardInterrupt for a child Ctrl-C stopped: scons then says "Build interrupted." once, not that the
+    child failed (the child may see the signal first, or alone in a worker thread)."""
+    if interrupted(returncode):
+        raise KeyboardInterrupt

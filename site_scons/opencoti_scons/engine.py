@@ -17,14 +17,16 @@ from typing import Any
 
 import SCons
 import SCons.CacheDir
+import SCons.Errors
 import SCons.Node
 import SCons.Node.FS
 import SCons.SConsign
 import SCons.Script
 import SCons.Script.Main
 import SCons.Taskmaster
+import SCons.Taskmaster.Job
 
-from opencoti_build.errors import UserError, fail
+from opencoti_build.errors import UserError, fail, interrupted
 
 # Lowest supported release and first unsupported one: every patch below was read against SCons 4.11's sources.
 # pyproject.toml's requirement says the same (tests/unit/test_engine.py checks that they agree).
@@ -140,6 +142,28 @@ def forget_record(node: Any) -> None:
     sconsign.to_be_merged.pop(node.name, None)
     sconsign.entries.pop(node.name, None)
     sconsign.dirty = True
+
+
+def _build_error(task: Any) -> Any:
+    exc = task.exc_info()[1]
+    error = SCons.Errors.convert_to_BuildError(exc if exc is not None else task.exc_info()[0])
+    error.node = error.node or task.node
+    return error
+
+
+def interrupted_step(task: Any) -> bool:
+    """Whether a failed ``task`` failed because of Ctrl-C: SCons's own mark for a step it stopped, or a command
+    that Ctrl-C ended (the terminal's SIGINT reaches every compiler of the build)."""
+    error = _build_error(task)
+    return error.errstr == SCons.Taskmaster.Job.interrupt_msg or interrupted(error.status or 0)
+
+
+def fail_quietly(task: Any) -> None:
+    """What SCons's BuildTask.failed does, without its ``scons: *** [target] …`` line (one per step in flight)."""
+    error = _build_error(task)
+    task.exception = (task.exc_info()[1], error, None)
+    task.do_failed(error.exitstatus)
+    task.exc_clear()
 
 
 def use_implicit_cache_now() -> None:

@@ -49,6 +49,7 @@ class BuildRun:
         self.memo = memo or null_build.Memo()  # what the reading computes, carried between runs by the null build
         self._out = out  # None: whatever sys.stdout is when a line is written (the null build's recorder swaps it)
         self._noted: set[str] = set()
+        self.interrupted = False  # Ctrl-C stopped the build
         self.unsettled: dict[str, list[str]] = {}  # step's first target -> its inputs that moved while it ran
         self._steps: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
         self._lock = threading.Lock()
@@ -101,6 +102,10 @@ class BuildRun:
             self.counts.add("current")
 
     def failed(self, task: Any, original: Callable[[Any], None]) -> None:
+        if engine.interrupted_step(task):  # Ctrl-C: one line at the end, not one per step in flight
+            self.interrupted = True
+            engine.fail_quietly(task)
+            return
         if counted(task.targets[0]):
             self.counts.add("failed")
         original(task)
@@ -130,9 +135,12 @@ class BuildRun:
                 "recorded or cached; the next build redoes them"]
 
     def end_lines(self, now: float | None = None) -> list[str]:
-        """The reports' lines, then the summary line."""
+        """The reports' lines, then the summary line; after Ctrl-C, one line alone."""
+        done = summary.line(self.counts, (now or time.time()) - self.started)
+        if self.interrupted:
+            return [f"interrupted: {done}; the next build redoes what this one left (nothing unfinished is kept)"]
         lines = [*self.unsettled_line(), *(line for report in self.reports for line in report())]
-        return [*lines, summary.line(self.counts, (now or time.time()) - self.started)]
+        return [*lines, done]
 
     def say_end(self) -> None:
         sys.stderr.flush()

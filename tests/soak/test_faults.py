@@ -187,6 +187,42 @@ def test_sigkill_in_the_checkout_lane_then_rebuild_equals_a_clean_build(checkout
     kill_and_rebuild(checkout_kill_space, trial, seed)
 
 
+# What a Ctrl-C's output may hold besides its one line: step lines and what a build says before its first step.
+STEP_OR_PREAMBLE = ("[", "toolchain:", "NOTE:", "COMPILEDB ")
+
+
+@pytest.mark.xdist_group("faults-kill")
+@pytest.mark.trials(full=16, per_run=2)
+def test_ctrl_c_at_a_random_moment_stops_in_one_line_then_rebuild_equals_a_clean_build(kill_space: Workspace,
+        trial: int, seed: int) -> None:
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it: scons and every compiler in flight."""
+    ws = kill_space
+    rng = random.Random(f"{seed}-ctrl-c-{trial}")
+    scenario = SCENARIOS[trial % 3]  # cold, warm-cache, header-edit
+    if scenario == "cold":
+        shutil.rmtree(ws.root / "b", ignore_errors=True)
+    elif scenario == "warm-cache":
+        shutil.rmtree(ws.out, ignore_errors=True)
+    else:
+        ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != ws.variant]))
+    proc = ws.start()
+    time.sleep(rng.uniform(0.3, KILL_WINDOW_S[scenario]))  # (SCons's own first 0.1 s, its import, is its own)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    output = proc.communicate(timeout=600)[0]
+    assert "Traceback" not in output, output
+    finished = re.search(r"^\d+ compiled, \d+ from cache, \d+ up to date in ", output, re.M)
+    if proc.returncode != 0 and not finished:  # (a Ctrl-C after the summary stops only the exit: -SIGINT)
+        said = [line for line in output.splitlines() if not line.startswith(STEP_OR_PREAMBLE)]
+        assert proc.returncode == 2 and len(said) == 1, output
+        assert said[0].startswith("interrupted: ") or said[0] == "scons: Build interrupted.", output
+    ws.build()
+    ws.assert_clean_equivalent()
+    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+
+
 @pytest.fixture(scope="module")
 def cache_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
     ws = Workspace(tmp_path_factory.mktemp("cache"), references)

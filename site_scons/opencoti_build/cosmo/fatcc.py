@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -298,8 +299,16 @@ def main(driver: str, args: list[str]) -> int:
     except OSError as exc:  # disk full, permission denied: one line, no traceback
         print(f"{driver}: fatal error: {os_error_line(exc, exc.filename or 'output')}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C reaches every compiler of the build: scons says so once, as for gcc
+        return 130
 
 
-def launcher(driver: str) -> None:
-    """Entry point of the shim's bin/ scripts."""
-    sys.exit(main(driver, sys.argv[1:]))
+def launcher(driver: str, args: list[str]) -> None:
+    """Entry point of the shim's bin/ scripts, which start Python with SIGINT ignored (see them): from here on a
+    Ctrl-C stops the driver with exit 130 and no traceback, and reaches the compilers it starts."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main(driver, args))
+
+
+if __name__ == "__main__":
+    launcher(sys.argv[1], sys.argv[2:])

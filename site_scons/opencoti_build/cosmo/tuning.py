@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
-from opencoti_build.errors import UserError
+from opencoti_build.errors import UserError, stop_if_interrupted
+from opencoti_build.files import identity
 
 PREFIX = "-Xx86_64-mtune="
 # Nearest older -mtune names, best first: same vendor's previous core, then a generic one of its era.
@@ -53,8 +54,7 @@ def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path
     about the compiler), and only a refusal that names the flag counts as "unknown": any other failure is a
     ProbeError and nothing is kept, since a wrong answer would tune, and so change, the objects."""
     try:
-        st = os.stat(driver)
-        key = f"{driver}:{st.st_size}:{st.st_mtime_ns}"
+        key = f"{driver}:{':'.join(map(str, identity(os.stat(driver))))}"
     except OSError:
         key = driver
     try:
@@ -74,6 +74,7 @@ def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path
                 out.parent.mkdir()
                 argv = [driver, f"{PREFIX}{cpu}", "-c", "-o", str(out), str(source)]
                 done = subprocess.run(argv, env=local, capture_output=True, text=True, errors="replace")
+                stop_if_interrupted(done.returncode)
                 if done.returncode == 0:
                     return True
                 if "mtune" in done.stderr and cpu in done.stderr:  # gcc: bad value 'x' for '-mtune=' switch

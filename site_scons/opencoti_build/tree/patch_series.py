@@ -27,13 +27,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from opencoti_build.errors import UserError
+from opencoti_build.errors import UserError, os_error_line, stop_if_interrupted
+from opencoti_build.files import identity
 
 LLAMA = "llama.cpp"
 LLAMAFILE_FILES = "llama.cpp.patches/llamafile-files"
@@ -42,7 +44,8 @@ OPENCOTI_PATCHES = "vendors/patches/llamafile"
 DEFAULT_RECORD = "vendors/applied-series.json"
 RECORD_FORMAT = 1
 
-# One changed file of the tree: {"sha256", "size", "mtimeNs"}, or None for a deleted tracked file.
+# One changed file of the tree: {"sha256", "size", "mtimeNs", "stat" (opencoti_build.files.identity)}, or None for a
+# deleted tracked file.
 FileEntry = dict[str, Any] | None
 
 
@@ -111,6 +114,10 @@ def _run_git(repo: Path, *args: str) -> tuple[int, str, str]:
 
 def _git(repo: Path, *args: str) -> str:
     status, out, err = _run_git(repo, *args)
+    stop_if_interrupted(status)
+    if status < 0:
+        raise SeriesError(f"git {args[0]} in {repo} was killed ({signal.Signals(-status).name}); run the same "
+                          "command again: the apply record says what is done, and an unfinished apply is redone")
     if status != 0:
         first = next((line for line in err.splitlines() if line.strip()), f"exit status {status}")
         raise SeriesError(f"git {args[0]} failed in {repo}: {first.strip()}")
@@ -163,10 +170,11 @@ def _entry(path: Path, known: FileEntry) -> FileEntry:
         st = path.lstat()
     except FileNotFoundError:
         return None
-    if known is not None and known["size"] == st.st_size and known["mtimeNs"] == st.st_mtime_ns:
-        return known  # stat unchanged since it was hashed: trust that hash, as git's index does
+    seen = list(identity(st))
+    if known is not None and known["size"] == st.st_size and known.get("stat") == seen:
+        return known  # the whole stat unchanged since it was hashed (a kept mtime moves the ctime): trust that hash
     data = os.readlink(path).encode() if stat.S_ISLNK(st.st_mode) else path.read_bytes()
-    return {"sha256": _sha256(data), "size": st.st_size, "mtimeNs": st.st_mtime_ns}
+    return {"sha256": _sha256(data), "size": st.st_size, "mtimeNs": st.st_mtime_ns, "stat": seen}
 
 
 def tree_state(src: Path, known: dict[str, FileEntry] | None = None) -> TreeState:
@@ -286,7 +294,7 @@ def _keep_mtimes(src: Path, before: dict[str, FileEntry], after: dict[str, FileE
         if entry is not None and old is not None and old["sha256"] == entry["sha256"]:
             atime = os.lstat(src / rel).st_atime_ns
             os.utime(src / rel, ns=(atime, old["mtimeNs"]), follow_symlinks=False)
-            kept[rel] = {**entry, "mtimeNs": old["mtimeNs"]}
+            kept[rel] = {**entry, "mtimeNs": old["mtimeNs"], "stat": list(identity(os.lstat(src / rel)))}
     return kept
 
 
@@ -310,7 +318,7 @@ def read_record(path: Path = Path(DEFAULT_RECORD)) -> dict[str, Any] | None:
          "upstreamCommit": "<outer checkout HEAD>",
          "submodules": {"llama.cpp": "<commit>", ...},          # every submodule, recursively
          "patches": [{"name": "x.patch", "sha256": "<hex>", "series": "llamafile" | "opencoti"}, ...],
-         "files": {"llama.cpp/common/log.cpp": {"sha256", "size", "mtimeNs"} | null, ...},  # post-apply state
+         "files": {"llama.cpp/common/log.cpp": {"sha256", "size", "mtimeNs", "stat"} | null, ...},  # post-apply
          "stateSha256": "<hex over the sorted (path, sha256) of files>"}
 
     ``patches`` is in application order: llamafile's own series, then opencoti's. Raises SeriesError when
@@ -324,8 +332,12 @@ def _write(path: Path, record: dict[str, Any]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # a reader never sees half a record
+    try:
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)  # a reader never sees half a record
+    except OSError as exc:  # a full disk: the last record stays whole, and says the tree is not applied
+        tmp.unlink(missing_ok=True)
+        raise SeriesError(os_error_line(exc, f"cannot write the apply record {path}")) from None
 
 
 def _state_sha256(files: dict[str, FileEntry]) -> str:
