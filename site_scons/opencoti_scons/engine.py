@@ -146,7 +146,9 @@ def forget_record(node: Any) -> None:
 
 def _build_error(task: Any) -> Any:
     exc = task.exc_info()[1]
-    error = SCons.Errors.convert_to_BuildError(exc if exc is not None else task.exc_info()[0])
+    if exc is None:
+        return None  # no exception recorded: SCons's own failed() looks further
+    error = SCons.Errors.convert_to_BuildError(exc)
     error.node = error.node or task.node
     return error
 
@@ -155,7 +157,8 @@ def interrupted_step(task: Any) -> bool:
     """Whether a failed ``task`` failed because of Ctrl-C: SCons's own mark for a step it stopped, or a command
     that Ctrl-C ended (the terminal's SIGINT reaches every compiler of the build)."""
     error = _build_error(task)
-    return error.errstr == SCons.Taskmaster.Job.interrupt_msg or interrupted(error.status or 0)
+    return error is not None and (error.errstr == SCons.Taskmaster.Job.interrupt_msg
+                                  or interrupted(error.status or 0))
 
 
 def fail_quietly(task: Any) -> None:
@@ -176,6 +179,19 @@ def use_implicit_cache_now() -> None:
 def start_time() -> float | None:
     """When SCons started (its own clock: reading the SConscripts counts), if it says."""
     return getattr(SCons.Script, "start_time", None)
+
+
+def abandon_sconsign() -> None:
+    """After a failed sconsign write: SCons's database would try the same write again when it is collected at exit
+    (a second error, printed as a traceback); the last record on disk stays as it was."""
+    for db in SCons.SConsign.DB_sync_list:
+        if hasattr(db, "_needs_sync"):
+            db._needs_sync = False
+
+
+def set_exit_status(status: int) -> None:
+    """Make scons exit with ``status`` (a failure found after the build phase, e.g. its record not written)."""
+    SCons.Script.Main.exit_status = status
 
 
 def exit_status() -> int:

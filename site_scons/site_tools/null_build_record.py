@@ -2,7 +2,8 @@
 
 Notes, for the recorder SConstruct started, the top-level targets in the order a null build says "is up
 to date" of them, refuses a graph with a step that always runs (it would run on a null build too), and
-writes the record at exit when the build phase ended (SCons wrote its sconsign) without a failure.
+writes the record at exit when the build phase ended (SCons wrote its sconsign) without a failure. A sconsign that
+cannot be written (a full disk) is one error line and exit 2, and no record.
 
 Construction variables: none read or set. Load it once, with ``recorder=`` (a ``null_build.Recorder``) and
 ``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose step count goes into the record); it wraps SCons's
@@ -11,10 +12,12 @@ task preparation, its Taskmaster's constructor and its sconsign write (through o
 from __future__ import annotations
 
 import atexit
+import sys
 from typing import Any
 
 import SCons.Script
 
+from opencoti_build.errors import os_error_line
 from opencoti_build.incremental.null_build import Recorder
 from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun
@@ -38,7 +41,15 @@ def _taskmaster(recorder: Recorder, taskmaster_init: Any) -> Any:
 
 def _sconsign_write(recorder: Recorder, write: Any) -> Any:
     def write_noting() -> None:
-        write()
+        try:
+            write()
+        except OSError as exc:  # a full disk: SCons's last record stays whole (it writes a temporary, then renames)
+            what = f"cannot write the build's record {exc.filename or '.sconsign.dblite'}"
+            sys.stderr.write(f"scons: error: {os_error_line(exc, what)} (the next build redoes what this one "
+                             "built)\n")
+            engine.abandon_sconsign()
+            engine.set_exit_status(2)
+            return
         recorder.build_ended = True
     return write_noting
 

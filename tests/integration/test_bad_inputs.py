@@ -58,6 +58,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     write(into / "empty.args", "")
     write(into / "comments.args", "# only a comment\n")
     write(into / "nomodel.args", "--server\n--embedding\n")
+    write_gguf(into / "new\nline.gguf")
     write(into / "bogus.args", "-m /zip/tiny.gguf\n--bogus-option\n")
     write(into / "other.args", "-m /zip/tiny.gguf\n--model /zip/other.gguf\n")
     write(into / "quote.args", "-m '/zip/tiny.gguf\n")
@@ -111,6 +112,9 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
      "CACHE_DIR={in}/afile is a file, not a directory; point CACHE_DIR= at a directory"),
     ("backend-dist-dir-below-a-file", ("BACKEND_DIST_DIR={in}/afile/sub",),
      "BACKEND_DIST_DIR={in}/afile/sub: {in}/afile is a file, not a directory; point BACKEND_DIST_DIR= at a directory"),
+    ("build-dir-with-a-space", ("BUILD_DIR={root}/with space",),
+     "BUILD_DIR='{root}/with space' contains whitespace, and cosmocc refuses a TMPDIR with a space (the build keeps "
+     "its TMPDIR under BUILD_DIR); choose a BUILD_DIR path without spaces"),
     ("build-dir-is-the-checkout", ("BUILD_DIR=.",),
      "BUILD_DIR=. is the checkout's root; name a directory of its own (the default is build)"),
     ("compiledb-empty", ("compiledb", "COMPILEDB="),  # a plain build with COMPILEDB= empty writes no database
@@ -192,6 +196,9 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("model-tensor-cut-short", PACKAGE + ("MODEL={in}/cut.gguf",),
      "MODEL={in}/cut.gguf is truncated: tensor 'weights' data (it ends at byte {cut_end}) runs past its end "
      "({cut} bytes); download or convert the model again"),
+    ("model-name-with-a-newline", PACKAGE + ("MODEL={in}/new\nline.gguf",),
+     "MODEL='{in}/new\\nline.gguf': its file name cannot be embedded (entry name 'new\\nline.gguf' is empty or "
+     "holds a backslash, NUL or newline; use a plain relative name); rename or link the model to a plain file name"),
     ("model-missing", PACKAGE + ("MODEL={in}/absent.gguf",),
      "MODEL={in}/absent.gguf: no such file; point MODEL= at a .gguf file"),
     ("model-directory", PACKAGE + ("MODEL={in}/adir",),
@@ -266,6 +273,15 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(base: dict[str, str], a
         "scons: error: " + message.format(**base)], output
     assert "Traceback" not in output and "scons: ***" not in output
     assert checksums(base) == before
+
+
+def test_a_model_name_that_cannot_be_embedded_is_refused_before_the_thin_artifact_is_written(
+        base: dict[str, str]) -> None:
+    dist = Path(base["root"]) / "dist-newline"  # empty: the thin artifact would be written first
+    proc = scons(*PACKAGE, f"SRC={base['src']}", f"MODEL={base['in']}/new\nline.gguf", f"DIST_DIR={dist}",
+                 build=Path(base["root"]), check=False, timeout=120)
+    assert proc.returncode == 2 and "cannot be embedded" in proc.stderr, proc.stdout + proc.stderr
+    assert not dist.exists()
 
 
 def test_args_against_a_host_this_run_builds_is_checked_before_either_artifact_is_written(base: dict[str, str]) -> None:

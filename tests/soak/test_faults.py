@@ -549,6 +549,36 @@ def test_swapped_cache_entries_never_reach_an_output(remote_space, trial: int, s
         remote_cache.unpack(server.client.get(key), key.decode().removeprefix(remote_cache.KEY_PREFIX))
 
 
+FULL_DISK_AT_SCONSIGN = """\
+import errno
+import SCons.dblite
+
+
+def full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", ".sconsign.tmp")
+
+
+SCons.dblite._Dblite._pickle_dump = staticmethod(full)  # SCons's record write: the disk is full right then
+"""
+
+
+def test_a_full_disk_when_scons_writes_its_record_is_one_line_then_the_next_build_is_exact(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path, {})
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(FULL_DISK_AT_SCONSIGN)
+    ws.set_variant(1)
+    proc = ws.build(check=False, env_extra={"PYTHONPATH": str(inject)})
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("scons:")]
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert errors == ["scons: error: cannot write the build's record .sconsign.tmp: no space left on the device (disk "
+                      "full); free space and run the build again (the next build redoes what this one built)"], errors
+    ws.set_variant(0, mtime_ns=None)
+    ws.build()
+    ws.assert_clean_equivalent()
+    assert ws.build("-q", check=False).returncode == 0
+
+
 def read_only_mount_works(path: Path) -> bool:
     probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind -o ro '{path}' '{path}'"],
                            capture_output=True)

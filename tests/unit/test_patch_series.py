@@ -2,6 +2,7 @@
 repositories: tests/integration/test_patch_series.py)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,31 @@ def test_an_interrupted_record_is_not_read_as_applied(tmp_path: Path) -> None:
     record = tmp_path / "applied-series.json"
     record.write_text('{"format": 1, "state": "applying", "source": "/src"}')
     assert patch_series.read_record(record) is None
+
+
+def test_a_full_disk_while_writing_the_apply_record_is_one_line_and_keeps_the_last_record(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    record = tmp_path / "applied-series.json"
+    patch_series._write(record, {"format": 1, "state": "applied"})
+    last = record.read_bytes()
+
+    def full(self: Path, *args, **kwargs) -> None:
+        self.write_bytes(b'{"half')  # what a full disk leaves of the temporary
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(patch_series.SeriesError, match=(f"^cannot write the apply record {record}: no space left on "
+                                                        "the device .disk full.; free space and run the build again$")):
+        patch_series._write(record, {"format": 1, "state": "applying"})
+    assert record.read_bytes() == last and sorted(p.name for p in tmp_path.iterdir()) == [record.name]
+
+
+def test_a_file_edit_that_keeps_size_and_mtime_is_hashed_again(tmp_path: Path) -> None:
+    path = tmp_path / "log.cpp"
+    path.write_text("one")
+    known = patch_series._entry(path, None)
+    mtime = path.stat().st_mtime_ns
+    path.write_text("two")  # `cp -p` of an edited file: same size, the old mtime back; only the ctime moved
+    os.utime(path, ns=(mtime, mtime))
+    assert patch_series._entry(path, known)["sha256"] != known["sha256"]
+    assert patch_series._entry(path, patch_series._entry(path, None)) == patch_series._entry(path, None)

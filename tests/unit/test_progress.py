@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import SCons.Errors
 import SCons.Node
 import SCons.Node.FS
 
@@ -17,6 +18,9 @@ from opencoti_scons.progress import BuildRun, counted, moved_inputs
 class _Task:
     def __init__(self, *targets: SCons.Node.Node) -> None:
         self.targets = list(targets)
+
+    def exc_info(self) -> tuple:
+        return None, None, None
 
 
 @pytest.fixture
@@ -178,3 +182,41 @@ def test_a_note_is_said_once_a_run_however_many_parts_reach_it() -> None:
         run.note("NOTE: web UI off")
     run.note("NOTE: another")
     assert out.getvalue() == "NOTE: web UI off\nNOTE: another\n"
+
+
+class _FailedTask(_Task):
+    """A task SCons hands to BuildTask.failed: its exception, and what failing does."""
+
+    def __init__(self, node: SCons.Node.Node, error: Exception) -> None:
+        super().__init__(node)
+        self.node, self.error, self.failed_with = node, error, None
+
+    def exc_info(self) -> tuple:
+        return type(self.error), self.error, None
+
+    def do_failed(self, status: int) -> None:
+        self.failed_with = (status, self.exception[1].errstr)
+
+    def exc_clear(self) -> None:
+        self.error = None
+
+
+@pytest.mark.parametrize("error", [SCons.Errors.BuildError(errstr="Build interrupted."),  # SCons stopped the step
+                                   SCons.Errors.BuildError(errstr="Error 130", status=130),  # the driver's exit 130
+                                   SCons.Errors.BuildError(errstr="Error -2", status=-2)],  # gcc killed by SIGINT
+                         ids=["marked", "exit-130", "killed"])
+def test_a_step_ctrl_c_stopped_fails_without_its_line_and_the_build_ends_in_one(fs, error, capsys) -> None:
+    run, node, originals = BuildRun(started=1.0, out=io.StringIO()), _built(fs, "a.o"), []
+    run.counts.add("compiled", 3)
+    task = _FailedTask(node, error)
+    run.failed(task, originals.append)
+    assert originals == [] and task.failed_with == (2, error.errstr) and task.error is None
+    assert capsys.readouterr().err == ""  # no "scons: *** [a.o] Build interrupted."
+    assert run.end_lines(now=3.0) == ["interrupted: 3 compiled, 0 from cache, 0 up to date in 2.0 s; the next build "
+                                      "redoes what this one left (nothing unfinished is kept)"]
+
+
+def test_any_other_failure_is_scons_own(fs) -> None:
+    run, node, originals = BuildRun(started=0.0), _built(fs, "a.o"), []
+    run.failed(_FailedTask(node, SCons.Errors.BuildError(errstr="Error 1", status=1)), originals.append)
+    assert len(originals) == 1 and run.counts.failed == 1 and not run.interrupted

@@ -16,6 +16,7 @@ from opencoti_build import project
 from opencoti_build.cache import launchers, remote_cache
 from opencoti_build.config import upstream_pin
 from opencoti_build.errors import UserError, os_error_line
+from opencoti_build.formats import zipappend
 from opencoti_build.native import native_lane
 from opencoti_build.tree import patch_series, upstream
 
@@ -280,6 +281,10 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
             if may_be_empty:
                 continue
             raise _empty(name)
+        if name == "BUILD_DIR" and any(c.isspace() for c in value):
+            # the build's TMPDIR is under BUILD_DIR, and cosmocc (its stand-in too) refuses a TMPDIR with a space
+            raise UserError(f"BUILD_DIR={value!r} contains whitespace, and cosmocc refuses a TMPDIR with a space "
+                            "(the build keeps its TMPDIR under BUILD_DIR); choose a BUILD_DIR path without spaces")
         path = _resolved(value, project)
         blocker = _file_in_the_way(path)
         if blocker is not None:
@@ -321,6 +326,12 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     launcher_argv(env, os.environ)
     if env["LLAMACPP"]:  # a checkout of a ggml the description does not know, refused before a byte is written
         upstream.checkout_dir(str(env["LLAMACPP"]), str(_resolved(src, project)), str(project))
+    if env.get("MODEL"):  # its file name is a zip entry's: refused before the thin artifact is written
+        try:
+            zipappend.check_name(Path(str(env["MODEL"])).name)
+        except zipappend.ZipAppendError as exc:
+            raise UserError(f"MODEL={env['MODEL']!r}: its file name cannot be embedded ({exc}); rename or link the "
+                            "model to a plain file name") from None
     if env["ARCH"]:
         arch(str(env["ARCH"]))
     source_date_epoch(env["SOURCE_DATE_EPOCH"])
