@@ -22,9 +22,11 @@ run's :class:`Tiers` (counts, the remote, what was said), so no state outlives t
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
+import time
 
 import SCons.Action
 import SCons.CacheDir
@@ -88,6 +90,7 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
                 _write_config(config)
             elif os.access(path, os.W_OK):
                 tempfiles.remove_stale(path, "config")  # what a run killed (or out of space) while writing it left
+                _remove_unlocked_configs(path)
             with open(config, encoding="utf-8") as fh:
                 self.config = json.load(fh)
         except OSError as exc:
@@ -215,6 +218,20 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         except OSError as exc:
             self.tiers.push_failed(exc, f"cannot push {node} to {cachefile}")
         return None
+
+
+LEGACY_CONFIG_AGE_S = 3600  # older builds wrote the config through an unlocked ``.config.XXXXXXXX``
+
+
+def _remove_unlocked_configs(path: str) -> None:
+    """Remove what older builds' config writes left (no lock tells a live one: only those an hour old)."""
+    now = time.time()
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.name.startswith(".config.") and not entry.name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    if now - entry.stat().st_mtime > LEGACY_CONFIG_AGE_S:
+                        os.unlink(entry.path)
 
 
 def _write_config(config: str) -> None:

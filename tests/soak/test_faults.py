@@ -301,6 +301,21 @@ def test_two_runs_at_once_in_one_build_dir(cache_space: Workspace, trial: int, s
     assert_every_entry_verifies(ws.cache)
 
 
+@pytest.mark.xdist_group("faults-cache")
+def test_what_dead_config_writes_left_in_the_cache_is_swept(cache_space: Workspace) -> None:
+    ws = cache_space
+    dead = ws.cache / ".config.k1l2m3n4.tmp"  # a run killed (or out of space) while writing it: no lock is held
+    legacy, recent = ws.cache / ".config.abcd1234", ws.cache / ".config.efgh5678"  # older builds' unlocked writes
+    for path in (dead, legacy, recent):
+        path.write_text('{"prefix_len"')
+    hour_ago = time.time() - 3700
+    os.utime(legacy, (hour_ago, hour_ago))
+    ws.build()
+    assert not dead.exists() and not legacy.exists()
+    assert recent.exists()  # it may be an older build's write in flight
+    recent.unlink()
+
+
 @pytest.fixture(scope="module")
 def second_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_checkout(tmp_path_factory.mktemp("second-checkout-at-a-longer-path"))
@@ -577,6 +592,32 @@ def test_a_full_disk_when_scons_writes_its_record_is_one_line_then_the_next_buil
     ws.build()
     ws.assert_clean_equivalent()
     assert ws.build("-q", check=False).returncode == 0
+
+
+FULL_CACHE_DISK = """\
+import errno
+from opencoti_build.cache import cache_entry
+
+
+def full(source, entry):
+    raise OSError(errno.ENOSPC, "No space left on device", str(entry))
+
+
+cache_entry.write_entry = full  # every push to the local cache: its disk is full
+"""
+
+
+def test_a_full_cache_disk_is_said_once_and_counted_and_the_build_goes_on(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path, {})
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(FULL_CACHE_DISK)
+    proc = ws.build(env_extra={"PYTHONPATH": f"{inject}:{PROJECT / 'site_scons'}"})
+    warned = [line for line in proc.stdout.splitlines() if line.startswith("WARN")]
+    assert len(warned) == 1 and "no space left on the device (disk full)" in warned[0], proc.stdout
+    assert re.search(r"^cache: local 0 hits / 99 misses / 0 corrupt / 0 pushed / 99 failed pushes$", proc.stdout,
+                     re.M), proc.stdout
+    ws.assert_clean_equivalent()
 
 
 def read_only_mount_works(path: Path) -> bool:

@@ -195,3 +195,16 @@ def test_a_file_edit_that_keeps_size_and_mtime_is_hashed_again(tmp_path: Path) -
     os.utime(path, ns=(mtime, mtime))
     assert patch_series._entry(path, known)["sha256"] != known["sha256"]
     assert patch_series._entry(path, patch_series._entry(path, None)) == patch_series._entry(path, None)
+
+
+@pytest.mark.parametrize(("status", "raised"), [(-9, "SIGKILL"), (-15, "SIGTERM"), (-2, None), (130, None)])
+def test_a_git_stopped_by_a_signal_says_so_and_ctrl_c_stops_the_build(monkeypatch, status: int,
+                                                                      raised: str | None) -> None:
+    monkeypatch.setattr(patch_series, "_run_git", lambda repo, *args: (status, "", ""))
+    if raised is None:  # Ctrl-C: scons says "Build interrupted." once
+        with pytest.raises(KeyboardInterrupt):
+            patch_series._git(Path("/src"), "status")
+        return
+    with pytest.raises(patch_series.SeriesError, match=f"^git status in /src was killed .{raised}.; run the same "
+                                                       "command again: the apply record says what is done"):
+        patch_series._git(Path("/src"), "status")
