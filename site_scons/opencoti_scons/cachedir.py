@@ -8,8 +8,9 @@ four things:
 - a multi-target step (a fat object and its ``.aarch64`` twin) is retrieved only when every target
   has an entry, so a pair comes out whole or not at all (SCons pushes each half; a run killed
   between the two pushes leaves a half that is never used);
-- keys hash the children's contents and the step's command with the checkout root, SRC, LLAMACPP
-  and BUILD_DIR replaced by placeholders, so checkouts at different paths share entries;
+- keys hash the children's contents and the step's command read layout-neutral (cache_entry.neutral_command:
+  prefix maps as one canonical set, the checkout root, SRC, LLAMACPP and BUILD_DIR replaced by placeholders),
+  so every layout shares entries; an entry carries its key, checked on every restore;
 - a cache directory the user cannot write is read and never written (one NOTE); one that cannot be
   created is a one-line error. No lock files: the config is written once, by rename.
 
@@ -208,7 +209,7 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         if moved_inputs(node):
             return None  # built from inputs that moved under it: its key names other bytes (progress.moved_inputs)
         cachedir, cachefile = self.cachepath(node)
-        if os.path.isfile(cachefile):
+        if _holds_its_entry(cachefile):
             return None  # another build pushed the same step first
         try:
             os.makedirs(cachedir, exist_ok=True)
@@ -232,6 +233,16 @@ def _remove_unlocked_configs(path: str) -> None:
                 with contextlib.suppress(OSError):
                     if now - entry.stat().st_mtime > LEGACY_CONFIG_AGE_S:
                         os.unlink(entry.path)
+
+
+def _holds_its_entry(cachefile: str) -> bool:
+    """Whether ``cachefile`` is a whole entry of this format for its key: anything else there (an earlier format's,
+    a damaged or swapped one a retrieve did not reach) is replaced by the push, not kept."""
+    try:
+        cache_entry.check_trailer(cachefile)
+    except (OSError, cache_entry.CorruptEntry):
+        return False
+    return True
 
 
 def _write_config(config: str) -> None:
@@ -261,7 +272,7 @@ def _portable_signature(node) -> str:
     # get_cachedir_csig only asks again for a file that exists, whose key is then unused.
     executor = node.get_executor()
     contents = executor.get_contents() if executor is not None else b""
-    sigs.append(SCons.Util.hash_signature(cache_entry.neutral(contents, roots)))
+    sigs.append(SCons.Util.hash_signature(cache_entry.neutral_command(contents, roots)))
     sigs.append(cache_entry.neutral(node.get_abspath().encode(), roots).decode())
     return SCons.Util.hash_collect(sigs)
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from opencoti_build.cosmo import diagnostics
@@ -15,7 +14,7 @@ COSMOCC = str(PROJECT / "site_scons/cosmocc_shim/bin/cosmocc")
 def fat_compile(tmp_path: Path, text: str, **environ: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "x.c").write_text(text)
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", **environ}
-    return subprocess.run([sys.executable, COSMOCC, "-c", "-o", "o/x.o", "x.c"], cwd=tmp_path,
+    return subprocess.run([COSMOCC, "-c", "-o", "o/x.o", "x.c"], cwd=tmp_path,
                           capture_output=True, text=True, env=env)
 
 

@@ -301,6 +301,26 @@ def test_two_runs_at_once_in_one_build_dir(cache_space: Workspace, trial: int, s
     assert_every_entry_verifies(ws.cache)
 
 
+def outdated(data: bytes) -> bytes:
+    """``data`` as the earlier entry format wrote it (no key in its trailer)."""
+    return data + b"opencoti-cache-entry-v1\0" + len(data).to_bytes(8, "little") + hashlib.sha256(data).digest()
+
+
+@pytest.mark.xdist_group("faults-cache")
+def test_entries_of_the_earlier_format_are_quiet_misses_and_replaced(cache_space: Workspace) -> None:
+    """Every entry left by the earlier format (both halves of every step): rebuilt without a WARN, and every entry
+    replaced (a push overwrites what is not a valid entry: SCons stops asking at a step's first miss, so the
+    other half's entry is never read)."""
+    ws = cache_space
+    for entry in cache_entries(ws.cache):
+        entry.write_bytes(outdated(entry.read_bytes()[:64]))
+    shutil.rmtree(ws.out)
+    proc = ws.build()
+    assert "WARN" not in proc.stdout, proc.stdout
+    ws.assert_clean_equivalent()
+    assert_every_entry_verifies(ws.cache)
+
+
 @pytest.mark.xdist_group("faults-cache")
 def test_what_dead_config_writes_left_in_the_cache_is_swept(cache_space: Workspace) -> None:
     ws = cache_space
@@ -523,6 +543,53 @@ def test_an_edit_that_keeps_a_future_mtime_is_seen_in_inputs_and_outputs(skew_sp
     assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
 
 
+@pytest.fixture(scope="module")
+def layout_space(tmp_path_factory: pytest.TempPathFactory, references) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp("layouts"), references)
+    for checkout in LAYOUT_CHECKOUTS:  # two private checkouts: trees are copied into them
+        (ws.root / checkout / "tests" / "fixtures").mkdir(parents=True)
+        copy_checkout(ws.root / checkout)
+    return ws
+
+
+LAYOUT_CHECKOUTS = ("a", "checkouts/second-checkout-at-a-longer-path")
+
+
+@pytest.mark.xdist_group("faults-layouts")
+@pytest.mark.trials(full=16, per_run=2)
+def test_random_layouts_against_one_cache_give_a_clean_builds_bytes(layout_space: Workspace, trial: int,
+        seed: int) -> None:
+    """Each trial: a random header variant and a random layout (which checkout, SRC inside it or outside,
+    absolute or relative, BUILD_DIR relative or absolute, of any name), built against the one cache every trial
+    shares: outputs = a clean build of that variant (a key shared by two layouts must mean the same bytes)."""
+    ws = layout_space
+    rng = random.Random(f"{seed}-layout-{trial}")
+    ws.set_variant(rng.randrange(len(VARIANTS)))
+    checkout = ws.root / rng.choice(LAYOUT_CHECKOUTS)
+    where = rng.choice(["inside", "outside", "outside-relative"])
+    if where == "inside":  # the workspace's tree, copied into the checkout
+        src = checkout / "tests" / "fixtures" / "llamafile-mini"
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.copytree(ws.src, src, symlinks=True)
+        given = str(src.relative_to(checkout)) if rng.random() < 0.5 else str(src)
+    else:
+        src = ws.src
+        given = os.path.relpath(src, checkout) if where == "outside-relative" else str(src)
+    name = rng.choice(["build", "build-other", "out", "b"])
+    build_dir = name if rng.random() < 0.5 else str(ws.root / "outs" / name)
+    out = checkout / build_dir if not os.path.isabs(build_dir) else Path(build_dir)
+    try:
+        shutil.rmtree(out, ignore_errors=True)
+        built = scons("-j2", f"SRC={given}", f"BUILD_DIR={build_dir}", f"CACHE_DIR={ws.cache}",
+                      build=ws.root / "b", project=checkout)
+        assert "Traceback" not in built.stdout + built.stderr
+        ws.assert_clean_equivalent(out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        if where == "inside":
+            shutil.rmtree(src, ignore_errors=True)
+
+
 def swap_values(rng: random.Random, items: list, value_of, put) -> tuple:
     """Swap the values of two items whose values differ (each stays whole and self-consistent)."""
     while True:
@@ -542,9 +609,11 @@ def test_swapped_cache_entries_never_reach_an_output(remote_space, trial: int, s
     ws, server = remote_space
     rng = random.Random(f"{seed}-swap-{trial}")
     url = f"CACHE_URL={server.url}"
-    shutil.rmtree(ws.out, ignore_errors=True)
-    ws.build(url)  # both tiers hold every entry
-    shutil.rmtree(ws.out)
+    for path in (ws.out, ws.cache):
+        shutil.rmtree(path, ignore_errors=True)
+    server.client.flushall()
+    ws.build(url)  # both tiers hold this build's entries and no others (a swap of two the build never asks for
+    shutil.rmtree(ws.out)  # would stay, unseen)
     if trial % 2 == 0:
         swapped = swap_values(rng, cache_entries(ws.cache), Path.read_bytes, Path.write_bytes)
         names = [p.name for p in swapped]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,12 @@ def test_an_entry_restores_its_bytes_and_refuses_any_change(tmp_path: Path) -> N
         with pytest.raises(cache_entry.CorruptEntry):
             cache_entry.read_entry(entry, tmp_path / "out.o")
         assert not (tmp_path / "out.o").exists()  # a refused restore leaves no file behind
+
+
+def test_a_relative_root_glued_to_an_include_option_is_neutralised_and_a_define_value_is_not() -> None:
+    roots = cache_entry.path_roots([("SRC", "/w/main/tests/fx")], "/w/main")
+    assert cache_entry.neutral(b"glslc -Itests/fx/a -L tests/fx/lib -DM=tests/fx -o x tests/fx/b.comp", roots) == (
+        b"glslc -I@SRC@/a -L @SRC@/lib -DM=tests/fx -o x @SRC@/b.comp")
 
 
 def test_key_text_neutralises_whole_paths_only() -> None:
@@ -163,10 +170,16 @@ def test_an_entry_of_the_earlier_format_is_outdated_not_corrupt(tmp_path: Path) 
     data = b"an object"
     v1 = data + b"opencoti-cache-entry-v1\0" + len(data).to_bytes(8, "little") + hashlib.sha256(data).digest()
     entry = tmp_path / "entry"
-    entry.write_bytes(v1 + bytes(cache_entry.KEY_BYTES))  # long enough for this format's trailer
-    with pytest.raises(cache_entry.OutdatedEntry, match="written by an earlier cache format"):
-        cache_entry.read_entry(entry, tmp_path / "out.o")
-    assert not (tmp_path / "out.o").exists()
+    for content in (v1, v1.replace(b"an object", b"an object of more than this format's trailer" * 4)):
+        if content is not v1:  # a longer one: its length field must say so
+            data = content[: -(24 + 8 + 32)]
+            content = data + b"opencoti-cache-entry-v1\0" + len(data).to_bytes(8, "little") + bytes(32)
+        entry.write_bytes(content)
+        with pytest.raises(cache_entry.OutdatedEntry, match="written by an earlier cache format"):
+            cache_entry.read_entry(entry, tmp_path / "out.o")
+        with pytest.raises(cache_entry.OutdatedEntry):
+            cache_entry.check_trailer(entry)
+        assert not (tmp_path / "out.o").exists()
 
 
 def test_a_restore_that_cannot_write_its_target_says_so_not_that_the_entry_is_unreadable(tmp_path: Path,
@@ -195,3 +208,44 @@ def test_a_restore_that_cannot_write_its_target_says_so_not_that_the_entry_is_un
     with pytest.raises(cache_entry.CannotWrite, match=f"^cannot write {tmp_path / 'out.o'}: No space left on device$"):
         cache_entry.read_entry(entry, tmp_path / "out.o")
     assert not (tmp_path / "out.o").exists()
+
+
+def _command(project: str, src: str, build: str, maps: list[tuple[str, str]], extra: str = "") -> bytes:
+    flags = " ".join(f"-ffile-prefix-map={old}={new}" for old, new in maps)
+    return (f"cosmocc -iquote {src}/llama.cpp -I {build}/gen {extra}-DNDEBUG {flags} -c -o {build}/o/x.o "
+            f"{src}/llama.cpp/x.c").encode()
+
+
+def _key_text(project: str, src: str, build: str, maps: list[tuple[str, str]], extra: str = "") -> bytes:
+    roots = cache_entry.path_roots([("BUILD_DIR", os.path.join(project, build)), ("SRC", os.path.join(project, src)),
+                                    ("ROOT", project)], project)
+    return cache_entry.neutral_command(_command(project, src, build, maps, extra), roots)
+
+
+def test_a_command_reads_the_same_in_every_layout_and_differently_for_anything_else() -> None:
+    default = _key_text("/w/main", "tests/fx", "build", [("/w/main", "."), ("/w/main/tests/fx", "src"),
+                                                         ("tests/fx", "src"), ("/w/main/build", "build"),
+                                                         ("build", "build")])
+    layouts = {
+        "another checkout": _key_text("/elsewhere/second-checkout", "tests/fx", "build", [
+            ("/elsewhere/second-checkout", "."), ("/elsewhere/second-checkout/tests/fx", "src"), ("tests/fx", "src"),
+            ("/elsewhere/second-checkout/build", "build"), ("build", "build")]),
+        "SRC outside, maps in another order": _key_text("/w/main", "/t/src", "build", [
+            ("/t/src", "src"), ("/w/main", "."), ("/w/main/build", "build"), ("build", "build")]),
+        "BUILD_DIR elsewhere": _key_text("/w/main", "tests/fx", "/o/out", [
+            ("/w/main", "."), ("/w/main/tests/fx", "src"), ("tests/fx", "src"), ("/o/out", "build")]),
+    }
+    assert layouts == {name: default for name in layouts}
+    maps = [("/w/main", "."), ("/w/main/tests/fx", "src"), ("tests/fx", "src"), ("/w/main/build", "build")]
+    others = [_key_text("/w/main", "tests/fx", "build", maps, extra) for extra in ("-O3 ", "-DX=1 ", "-march=znver4 ")]
+    others.append(_key_text("/w/main", "tests/fx", "build", maps[:3] + [("/w/main/build", "gen")]))  # another name
+    others.append(_key_text("/w/main", "tests/fx", "build", maps[:1]).replace(b"cosmocc", b"/opt/cosmo/bin/cosmocc"))
+    assert len({default, *others}) == len(others) + 1
+
+
+def test_prefix_maps_read_as_one_canonical_set_whatever_their_number_and_order() -> None:
+    one = b"g++ -Xcompiler=-ffile-prefix-map=/a/b=src -ffile-prefix-map=/a=. -c x.cu"
+    other = b"g++ -ffile-prefix-map=/z=. -ffile-prefix-map=z=. -Xcompiler=-ffile-prefix-map=/q=src -c x.cu"
+    assert cache_entry.canonical_maps(one) == cache_entry.canonical_maps(other) == (
+        b"g++ -c x.cu\0-Xcompiler=-ffile-prefix-map=*=src -ffile-prefix-map=*=.")
+    assert cache_entry.canonical_maps(b"cc -DPATH=/a=b x.c") == b"cc -DPATH=/a=b x.c\0"  # not a map: kept

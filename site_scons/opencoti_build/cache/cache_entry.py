@@ -21,7 +21,9 @@ from pathlib import Path
 from opencoti_build.incremental import tempfiles
 
 MAGIC = b"opencoti-cache-entry-v2\0"
-_OUTDATED = (b"opencoti-cache-entry-v1\0",)  # earlier formats: their entries carry no key
+# The earlier format's trailer (magic, content length, sha256: no key), recognised so its entries are quiet misses.
+_V1 = struct.Struct("<24sQ32s")
+_V1_MAGIC = b"opencoti-cache-entry-v1\0"
 KEY_BYTES = 64  # a hex SHA-256 signature, the longest SCons makes
 _TRAILER = struct.Struct(f"<{len(MAGIC)}sQ32s{KEY_BYTES}s")  # magic, content length, sha256, key (NUL-padded)
 _CHUNK = 1 << 20
@@ -52,8 +54,6 @@ def _key_field(key: str) -> bytes:
 
 def _check_trailer(name: str, key: str, magic: bytes, length: int, stored: int, found: bytes) -> None:
     """CorruptEntry unless a trailer read from entry ``name`` is whole and was written for ``key``."""
-    if magic in _OUTDATED:
-        raise OutdatedEntry(f"{name} was written by an earlier cache format")
     if magic != MAGIC or length != stored:
         raise CorruptEntry(f"{name} has no valid trailer (truncated or not written by this build)")
     bound = found.rstrip(b"\0").decode("ascii", "replace")
@@ -95,11 +95,21 @@ def write_entry(source: Path | str, entry: Path | str) -> None:
         raise
 
 
+def _check_outdated(name: str, tail: bytes, size: int) -> None:
+    """OutdatedEntry when an entry of ``size`` bytes ending in ``tail`` has the earlier format's whole trailer."""
+    if len(tail) >= _V1.size:
+        magic, length, _ = _V1.unpack_from(tail, len(tail) - _V1.size)
+        if magic == _V1_MAGIC and length == size - _V1.size:
+            raise OutdatedEntry(f"{name} was written by an earlier cache format")
+
+
 def _trailer(entry: Path, size: int, fh) -> tuple[int, bytes]:
+    fh.seek(max(0, size - _TRAILER.size))
+    tail = fh.read(_TRAILER.size)
+    _check_outdated(str(entry), tail, size)
     if size < _TRAILER.size:
         raise CorruptEntry(f"{entry} is shorter than its trailer")
-    fh.seek(size - _TRAILER.size)
-    magic, length, digest, key = _TRAILER.unpack(fh.read(_TRAILER.size))
+    magic, length, digest, key = _TRAILER.unpack(tail)
     _check_trailer(str(entry), entry.name, magic, length, size - _TRAILER.size, key)
     fh.seek(0)
     return length, digest
@@ -168,6 +178,7 @@ def seal(data: bytes, key: str) -> bytes:
 
 def unseal(blob: bytes, key: str) -> bytes:
     """The content the bytes of the entry under ``key`` carry, checked against their trailer and key."""
+    _check_outdated(key, blob[-_TRAILER.size:], len(blob))
     if len(blob) < _TRAILER.size:
         raise CorruptEntry(f"{key} is shorter than its trailer")
     magic, length, digest, found = _TRAILER.unpack_from(blob, len(blob) - _TRAILER.size)
@@ -244,11 +255,35 @@ def neutral(contents: bytes, roots: list[tuple[bytes, bytes]]) -> bytes:
 
     A root matches only when a ``/``, whitespace, a quote, ``=``, NUL or the end follows (so
     ``/work/main`` leaves ``/work/main2`` alone); a relative root also only where an argument starts
-    (start, whitespace, quote, NUL), so ``build`` in ``GGML_BUILD`` or in ``-ffile-prefix-map=X=build``
-    stays (a checkout whose BUILD_DIR is elsewhere has the same words there).
+    (start, whitespace, quote, NUL) or right after a glued ``-I``/``-L`` (glslc's ``-Idir``), so ``build`` in
+    ``GGML_BUILD`` or in ``-DMODE=build`` stays (a checkout whose BUILD_DIR is elsewhere has the same words there).
     """
     after = rb"(?=[/\s\"'=\0]|$)"
     for path, token in roots:
-        before = b"" if path.startswith(b"/") else rb"(?<![^\s\"'\0])"
+        before = b"" if path.startswith(b"/") else rb"(?:^|(?<=[\s\"'\0])|(?<=-I)|(?<=-L))"
         contents = re.sub(before + re.escape(path) + after, token, contents)
     return contents
+
+
+# A prefix map as a signature spells it (opencoti_build.cosmo.prefix_maps; nvcc's behind -Xcompiler=): OLD never
+# holds "=" (such a path is not mapped), NEW is a fixed name.
+_PREFIX_MAP = re.compile(rb"(?:^|[ \t])((?:-Xcompiler=)?-ffile-prefix-map=)[^=\s]+=(\S*)")  # with its space
+
+
+def canonical_maps(contents: bytes) -> bytes:
+    """``contents`` with its prefix maps replaced by one canonical set, appended: what each maps to, in a fixed
+    order, without the paths mapped.
+
+    The maps are a function of where the checkout, SRC, LLAMACPP and BUILD_DIR are, and of nothing else: how
+    many there are (a root inside the checkout is also mapped as SCons writes it, relative; a symlinked one
+    also resolved) and their order (a map after every map whose path is a prefix of its own) depend on the
+    layout alone, while what they do does not: every path under a root becomes its fixed name, so the objects
+    are the same bytes whatever the layout. A key over them would differ by layout for the same bytes."""
+    found = sorted({match.group(1) + b"*=" + match.group(2) for match in _PREFIX_MAP.finditer(contents)})
+    return _PREFIX_MAP.sub(b"", contents) + b"\0" + b" ".join(found)
+
+
+def neutral_command(contents: bytes, roots: list[tuple[bytes, bytes]]) -> bytes:
+    """A step's command as its cache key reads it: prefix maps canonical (:func:`canonical_maps`), then every root
+    replaced by its placeholder (:func:`neutral`); the command that runs keeps its real paths."""
+    return neutral(canonical_maps(contents), roots)
