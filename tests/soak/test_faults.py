@@ -92,6 +92,13 @@ class Workspace:
             shutil.rmtree(clean)
         return self.references[self.variant]
 
+    def rebuild_equals_a_clean_build(self) -> None:
+        """Build again: no traceback, the outputs a clean build gives, and then a run that finds nothing to do."""
+        rebuilt = self.build()
+        assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
+        self.assert_clean_equivalent()
+        assert self.build("-q", check=False).returncode == 0, "a second run still finds work"
+
     def assert_clean_equivalent(self, out: Path | None = None) -> None:
         got = digests((out or self.out) / "o")
         bad = differing(got, self.reference())
@@ -166,10 +173,7 @@ def kill_and_rebuild(ws: Workspace, trial: int, seed: int) -> None:
         # mtime put back on the old bytes (same size: only the ctime tells them apart)
         edit_mtime = (ws.src / HEADER).stat().st_mtime_ns
         ws.set_variant(before, mtime_ns=rng.choice([None, saved_mtime, edit_mtime]))
-    rebuilt = ws.build()
-    assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
-    ws.assert_clean_equivalent()
-    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+    ws.rebuild_equals_a_clean_build()
 
 
 @pytest.mark.xdist_group("faults-kill")
@@ -218,9 +222,7 @@ def test_ctrl_c_at_a_random_moment_stops_in_one_line_then_rebuild_equals_a_clean
         said = [line for line in output.splitlines() if not line.startswith(STEP_OR_PREAMBLE)]
         assert proc.returncode == 2 and len(said) == 1, output
         assert said[0].startswith("interrupted: ") or said[0] == "scons: Build interrupted.", output
-    ws.build()
-    ws.assert_clean_equivalent()
-    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+    ws.rebuild_equals_a_clean_build()
 
 
 @pytest.fixture(scope="module")
@@ -494,10 +496,7 @@ def test_an_input_saved_while_the_build_runs_is_never_recorded_or_cached_as_buil
     how = rng.choice(["undo", "copy-back", "keep"])
     if how != "keep":
         ws.set_variant(started, mtime_ns=saved_over if how == "copy-back" else None)
-    rebuilt = ws.build()
-    assert "Traceback" not in rebuilt.stdout + rebuilt.stderr
-    ws.assert_clean_equivalent()
-    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+    ws.rebuild_equals_a_clean_build()
     shutil.rmtree(ws.out)  # what the two builds pushed is right, not only whole: the cache alone gives a clean build
     assert "FATCC" not in ws.build().stdout
     ws.assert_clean_equivalent()
@@ -538,9 +537,7 @@ def test_an_edit_that_keeps_a_future_mtime_is_seen_in_inputs_and_outputs(skew_sp
         data[rng.randrange(len(data))] ^= 0xFF
         victim.write_bytes(bytes(data))
         os.utime(victim, ns=(future, future))  # the hand edit's mtime put back
-    ws.build()
-    ws.assert_clean_equivalent()
-    assert ws.build("-q", check=False).returncode == 0, "a second run still finds work"
+    ws.rebuild_equals_a_clean_build()
 
 
 @pytest.fixture(scope="module")
@@ -658,9 +655,7 @@ def test_a_full_disk_when_scons_writes_its_record_is_one_line_then_the_next_buil
     assert errors == ["scons: error: cannot write the build's record .sconsign.tmp: no space left on the device (disk "
                       "full); free space and run the build again (the next build redoes what this one built)"], errors
     ws.set_variant(0, mtime_ns=None)
-    ws.build()
-    ws.assert_clean_equivalent()
-    assert ws.build("-q", check=False).returncode == 0
+    ws.rebuild_equals_a_clean_build()
 
 
 FULL_CACHE_DISK = """\
