@@ -162,9 +162,10 @@ def fat_archive(target, source, env):
     try:
         staged = {str(out): os.path.join(scratch, f"{i}-{out.name}") for i, out in enumerate(target[:2])}
         for out, argv in zip(target[:2], _fat_archive_argvs(target, source, env, staged)):
-            if subprocess.run(argv, env=env["ENV"], pass_fds=build_lock.held_fds()).returncode != 0:
+            status = subprocess.run(argv, env=env["ENV"], pass_fds=build_lock.held_fds()).returncode
+            if status != 0:
                 _remove(target)
-                return 1
+                return status  # as the archiver said it (a Ctrl-C shows as one)
             os.makedirs(os.path.dirname(str(out)), exist_ok=True)
             os.replace(staged[str(out)], str(out))
     finally:

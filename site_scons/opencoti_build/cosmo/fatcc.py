@@ -307,7 +307,8 @@ def launcher(driver: str, args: list[str]) -> None:
     """Entry point of the shim's bin/ scripts, which start Python with SIGINT ignored (see them): from here on a
     Ctrl-C stops the driver with exit 130 and no traceback, and reaches the compilers it starts."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    sys.exit(main(driver, args))
+    status = main(driver, args)
+    sys.exit(128 - status if status < 0 else status)  # a compiler killed by signal N: 128 + N, as a shell says
 
 
 if __name__ == "__main__":
