@@ -170,8 +170,8 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         return True
 
     def _peers_bound(self, node, entries: list[str]) -> bool:
-        """Whether the step's other entries are whole and under their own keys: SCons stops asking at a step's
-        first refused target, so a damaged twin entry would otherwise stay (a push never overwrites an entry)."""
+        """Whether the step's other entries are whole and under their own keys, checked before the first target is
+        restored: a damaged twin entry is said (one WARN, counted) and removed, not restored half a step late."""
         bound = True
         for entry in entries:
             try:
