@@ -93,7 +93,7 @@ class SconsNative:
         r = run(self.argv)
         lines = summary.unprefixed(r.output)
         return Outcome(r.returncode, r.wall, sum(1 for line in lines if line.startswith(self.compile_line)),
-                       sum(1 for line in lines if line.startswith("Retrieved `")), r.max_rss_kib)
+                       sum(1 for line in lines if line.startswith("CACHED ")), r.max_rss_kib)
 
     def wipe_outputs(self, keep_cache: bool) -> None:
         shutil.rmtree(self.out, ignore_errors=True)  # objects, .sconsign

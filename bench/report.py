@@ -170,7 +170,7 @@ def _realtree(real: dict) -> list[str]:
                   "target ≤ 2×).", ""]
     peak = {n: max(r["max_rss_kib"] for r in real["null"]["runs"][n]) / 1024 for n in names}
     lines += ["Peak RSS of a null build: " + ", ".join(f"{n} {v:.0f} MiB" for n, v in peak.items()) +
-              ". \"Restored\" counts SCons's `Retrieved … from cache` lines and ccache's direct + preprocessed hits.",
+              ". \"Restored\" counts the build's `CACHED` step lines and ccache's direct + preprocessed hits.",
               ""]
     return lines
 

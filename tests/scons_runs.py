@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opencoti_build.config import versioning
+from opencoti_build.config import buildvars, versioning
 from opencoti_build.report import summary
 
 PROJECT = Path(__file__).resolve().parents[1]
-MINI_TREE = PROJECT / "tests" / "fixtures" / "llamafile-mini"
+MINI_TREE = PROJECT / buildvars.MINI_TREE
 MINI_VERSION = versioning.llamafile_version(MINI_TREE)
 # The CUDA 13 toolkit the CUDA tests compile with (they skip without it).
 NVCC13_ROOT = Path(os.environ.get("OPENCOTI_TEST_CUDA13", "/usr/local/cuda-13.0"))

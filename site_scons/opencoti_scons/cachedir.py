@@ -23,11 +23,13 @@ run's :class:`Tiers` (counts, the remote, what was said), so no state outlives t
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import threading
 import time
+from typing import Any
 
 import SCons.Action
 import SCons.CacheDir
@@ -36,8 +38,9 @@ import SCons.Util
 from opencoti_build import errors, project
 from opencoti_build.cache import cache_entry, remote_cache
 from opencoti_build.incremental import tempfiles
+from opencoti_build.report import steplines
 from opencoti_scons import engine
-from opencoti_scons.progress import BuildRun, moved_inputs
+from opencoti_scons.progress import BuildRun, dry_run_input_rebuilt, moved_inputs
 
 PROJECT = str(project.ROOT)
 
@@ -55,6 +58,23 @@ class Tiers:
         # a step's other targets, fetched from the remote with the first one and verified with it
         self.pending: dict[str, tuple[bytes, int]] = {}
         self.pending_lock = threading.Lock()
+        self._debug_file: Any = None  # --cache-debug=FILE, opened by the first line of the run
+
+    def debug(self, text: str) -> None:
+        """One ``--cache-debug`` line (SCons's own format): to stdout for ``-``, else to the file, which this run
+        truncates once (SCons reopens it for every CacheDir object, so two environments' lines would clobber)."""
+        where = SCons.CacheDir.cache_debug
+        if not where:
+            return
+        if where == "-":
+            self.run.say(text.rstrip("\n"))
+            return
+        with self.pending_lock:
+            if self._debug_file is None:
+                self._debug_file = open(where, "w", encoding="utf-8")  # noqa: SIM115 (open for the whole run)
+                atexit.register(self._debug_file.close)
+            self._debug_file.write(text)
+            self._debug_file.flush()
 
     def push_failed(self, exc: OSError, what: str) -> None:
         """A push to the local tier failed: said once a run (a full disk fails every push that follows)."""
@@ -85,6 +105,9 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
 
     def read_config(self, path: str) -> None:
         config = os.path.join(path, "config")
+        if not SCons.Action.execute_actions and not os.path.isfile(config):
+            self.config, self.writable = {"prefix_len": SCons.CacheDir.CACHE_PREFIX_LEN}, False  # -n writes nothing
+            return
         try:
             if not os.path.isfile(config):
                 os.makedirs(path, exist_ok=True)
@@ -107,6 +130,11 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
     def is_readonly(self) -> bool:
         return super().is_readonly() or not self.writable
 
+    def CacheDebug(self, fmt: str, target, cachefile: str) -> None:  # noqa: N802 (SCons's name)
+        """SCons's --cache-debug line for ``target``, through the run's one file (Tiers.debug)."""
+        self.tiers.debug(fmt % (target, os.path.basename(cachefile)) + "requests: %d, hits: %d, misses: %d, hit "
+                         "rate: %.2f%%\n" % (self.requests, self.hits, self.misses, self.hit_ratio))
+
     def cachepath(self, node) -> tuple:
         if not self.is_enabled():
             return None, None
@@ -125,15 +153,18 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
             return None
 
     def retrieve(self, node) -> bool:
-        if not self.is_enabled():
+        if not self.is_enabled() or dry_run_input_rebuilt(node):
             return False
         self.requests += 1
+        _, cachefile = self.cachepath(node)
         if not self._fetch(node):
+            self.CacheDebug("CacheRetrieve(%s):  %s not in cache\n", node, cachefile)
             return False
         self.hits += 1
-        if SCons.Action.print_actions:
-            # [n/N] as every step line has
-            self.tiers.run.say(f"{self.tiers.run.step_prefix(node)}Retrieved `{node}' from cache")
+        self.CacheDebug("CacheRetrieve(%s):  retrieving from %s\n", node, cachefile)
+        peers = node.get_executor().get_all_targets()
+        if SCons.Action.print_actions and node is peers[0]:  # one line per step, numbered as every step line
+            self.tiers.run.say_step(node, steplines.cached_line([str(t) for t in peers]))
         if SCons.CacheDir.cache_show:
             node.build(presub=0, execute=0)
         return True
@@ -210,12 +241,14 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
             return None  # built from inputs that moved under it: its key names other bytes (progress.moved_inputs)
         cachedir, cachefile = self.cachepath(node)
         if _holds_its_entry(cachefile):
+            self.CacheDebug("CachePush(%s):  %s already exists in cache\n", node, cachefile)
             return None  # another build pushed the same step first
         try:
             os.makedirs(cachedir, exist_ok=True)
             tempfiles.remove_stale(cachedir)  # what a push killed here earlier left
             cache_entry.write_entry(node.get_abspath(), cachefile)
             self.tiers.local.add("pushed")
+            self.CacheDebug("CachePush(%s):  pushing to %s\n", node, cachefile)
         except OSError as exc:
             self.tiers.push_failed(exc, f"cannot push {node} to {cachefile}")
         return None

@@ -117,11 +117,13 @@ def ggml_dso(env: Any, spec: backends.Backend, objects: Sequence[Any], *, core: 
         DSO_PREFIXMAPS=list([SCons.Subst.Literal(flag) for flag in gcc_flags(env_path_maps(env))]
                             if link_prefix_maps is None else link_prefix_maps),
     )
-    mirror = env.Command(
-        os.path.join(env["ENV"]["HOME"], ".llamafile", "v", version, spec.dso_name), dso,
-        Action(_mirror, "Mirroring $SOURCE to $TARGET"),
-    )
-    env.NoCache(mirror)  # a second copy of the DSO in the cache buys nothing
+    mirror = []
+    if env["MIRROR"]:  # asked for: two checkouts sharing a HOME would overwrite each other's copies
+        mirror = env.Command(
+            os.path.join(env["ENV"]["HOME"], ".llamafile", "v", version, spec.dso_name), dso,
+            Action(_mirror, "Mirroring $SOURCE to $TARGET"),
+        )
+        env.NoCache(mirror)  # a second copy of the DSO in the cache buys nothing
     # A stray $HOME/ggml-<backend>.so shadows the built one at load time (cuda.sh's old default). The check
     # runs when the DSO or that file changes, so `scons -q` can still find a backend current.
     shadow = os.path.join(env["ENV"]["HOME"], spec.dso_name)
@@ -130,5 +132,5 @@ def ggml_dso(env: Any, spec: backends.Backend, objects: Sequence[Any], *, core: 
         [dso, env.Value(shadow_signature(shadow))], Action(_warn_shadow, None))
     shadow_check[0].attributes.not_a_step = True  # bookkeeping, not counted by the build summary
     env.NoCache(shadow_check)
-    env.Alias(spec.name, [dso, mirror, shadow_check])
+    env.Alias(spec.name, [dso, *mirror, shadow_check])
     return dso[0]

@@ -53,6 +53,8 @@ PATCHES: dict[str, Patch] = {
                      "--debug=explain re-asks the decider out of context; no hook replaces its text"),
     "task prepare": Patch(SCons.Script.Main.BuildTask, "prepare",
                           "Progress runs before evaluation and cannot see a step that always runs"),
+    "task execute": Patch(SCons.Script.Main.BuildTask, "execute",
+                          "no public hook sees when a step starts and ends, nor in which worker (TRACE=)"),
     "task executed": Patch(SCons.Script.Main.BuildTask, "executed",
                            "no public hook runs after a step finished, with its state (built, cached, current)"),
     "task failed": Patch(SCons.Script.Main.BuildTask, "failed", "no public hook runs when a step failed"),

@@ -45,8 +45,7 @@ def native_generated(env: Any, run: BuildRun) -> dict[str, list[Any]]:
         for asset in webui.ASSETS:
             env.Command(os.path.join(gendir, asset + ".hpp"), _tree_path(env, os.path.join(webui.PUBLIC, asset)),
                         Action(_webui_header, "WEBUI $TARGET"))
-    else:
-        run.note(webui.off_note(_tree_path(env, webui.PUBLIC)))
+    run.note("web UI (native)", None if env["NATIVE_WEBUI"] else webui.off_note(_tree_path(env, webui.PUBLIC)))
     return generated
 
 

@@ -19,13 +19,15 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import SCons.Action
 import SCons.Node
 import SCons.Node.FS
 
-from opencoti_build import files
+from opencoti_build import errors, files
 from opencoti_build.cache import file_digests
 from opencoti_build.incremental import null_build
-from opencoti_build.report import summary
+from opencoti_build.report import summary, trace
+from opencoti_build.report.notes import Notes
 from opencoti_scons import engine
 
 Report = Callable[[], list[str]]
@@ -40,7 +42,8 @@ def counted(node: Any) -> bool:
 class BuildRun:
     """The state of one scons run that tools share: counts, step numbers, the plan's N, end-of-build reports."""
 
-    def __init__(self, started: float | None = None, out: Any = None, memo: null_build.Memo | None = None) -> None:
+    def __init__(self, started: float | None = None, out: Any = None, memo: null_build.Memo | None = None,
+                 notes: Notes | None = None, dry_run: bool = False, trace_file: str | None = None) -> None:
         self.counts = summary.Counts()
         self.started = started or time.time()
         self.planned = 0
@@ -48,6 +51,11 @@ class BuildRun:
         self.digests = file_digests.Digests()  # SHA-256s of files the run read or wrote whole (the packager's)
         self.memo = memo or null_build.Memo()  # what the reading computes, carried between runs by the null build
         self._out = out  # None: whatever sys.stdout is when a line is written (the null build's recorder swaps it)
+        self.dry_run = dry_run  # scons -n: the end line says what a build would do
+        self.trace_file = trace_file  # TRACE=FILE: every step's timing, written when the build ends
+        self.trace = trace.Trace(self.started) if trace_file else None
+        self._timing: dict[int, tuple[float, float, int]] = {}  # id(task) -> (start, end, worker), with a trace
+        self.notes = notes or Notes(None)  # what earlier runs said once (the toolchain, the web UI)
         self._noted: set[str] = set()
         self.interrupted = False  # Ctrl-C stopped the build
         self.unsettled: dict[str, list[str]] = {}  # step's first target -> its inputs that moved while it ran
@@ -56,13 +64,18 @@ class BuildRun:
 
     # --- step lines --------------------------------------------------------------------------------------
 
-    def step_prefix(self, node: Any) -> str:
-        """``[n/N] `` for the step writing ``node`` (its first line takes the next n); "" for bookkeeping."""
-        if not counted(node):
-            return ""
+    def say_step(self, node: Any, text: str) -> None:
+        """Say a line of the step writing ``node``: its first line gets ``[n/N] `` with the next n, taken and written
+        under one lock so that n only grows down the output (under -j a step's later lines, e.g. a link's
+        verification, come after other steps' and carry no number); bookkeeping (not counted) gets none."""
+        out = self._out or sys.stdout
         with self._lock:
-            n = self._steps.setdefault(id(node.get_executor()), len(self._steps) + 1)
-        return f"[{n}/{max(self.planned, n)}] "
+            prefix = ""
+            if counted(node) and id(node.get_executor()) not in self._steps:
+                n = self._steps[id(node.get_executor())] = len(self._steps) + 1
+                prefix = f"[{n}/{max(self.planned, n)}] "
+            out.write(prefix + text + "\n")
+            out.flush()
 
     def say(self, line: str) -> None:
         """One write per line: steps finish in SCons's worker threads, and print() writes the newline apart."""
@@ -71,23 +84,57 @@ class BuildRun:
             out.write(line + "\n")
             out.flush()
 
-    def note(self, line: str) -> None:
-        """Say ``line`` once this run, however many parts of the build come to it."""
-        if line not in self._noted:
-            self._noted.add(line)
-            self.say(line)
+    def note(self, topic: str, line: str | None) -> None:
+        """Say ``line`` once this run, however many parts of the build come to it, and only when earlier runs
+        did not say it for ``topic`` (opencoti_build.report.notes; None: nothing to say this run); never in what
+        a null build replays."""
+        if line is None:
+            self.notes.should_say(topic, None)
+            return
+        if line in self._noted:
+            return
+        self._noted.add(line)
+        if self.notes.should_say(topic, line):
+            out = null_build.unrecorded(self._out or sys.stdout)
+            with self._lock:
+                out.write(line + "\n")
+                out.flush()
 
     def print_step(self, text: str, target: list, source: list, env: Any) -> None:
         """SCons's PRINT_CMD_LINE_FUNC: a step's line with its ``[n/N]``."""
-        self.say(self.step_prefix(target[0]) + text if target else text)
+        if target:
+            self.say_step(target[0], text)
+        else:
+            self.say(text)
 
     # --- what each step did ------------------------------------------------------------------------------
+
+    def timed(self, task: Any, original: Callable[[Any], None]) -> None:
+        """SCons's BuildTask.execute, timed for the trace (in the worker thread that runs the step)."""
+        if self.trace is None:
+            original(task)
+            return
+        start = time.time()
+        try:
+            original(task)
+        finally:
+            self._timing[id(task)] = (start, time.time(), self.trace.worker(threading.get_ident()))
+
+    def _traced(self, task: Any, outcome: str) -> None:
+        timing = self._timing.pop(id(task), None)
+        if self.trace is None or timing is None or not counted(task.targets[0]):
+            return
+        start, end, worker = timing
+        lane = task.targets[0].get_env().get("LANE", "build")
+        self.trace.add(trace.Step(tuple(map(str, task.targets)), lane, outcome, start, end, worker))
 
     def executed(self, task: Any, original: Callable[[Any], None]) -> None:
         node = task.targets[0]
         cached = all(getattr(t, "cached", 0) for t in task.targets)  # read first: built() clears it
         state = node.get_state()
         moved = moved_inputs(node) if state == SCons.Node.executing else []
+        if state == SCons.Node.executing:
+            self._traced(task, "cached" if cached else "compiled")
         original(task)
         if moved:  # built from inputs that moved under it: no record, so the next run redoes the step
             for target in task.targets:
@@ -102,6 +149,7 @@ class BuildRun:
             self.counts.add("current")
 
     def failed(self, task: Any, original: Callable[[Any], None]) -> None:
+        self._traced(task, "failed")
         if engine.interrupted_step(task):  # Ctrl-C: one line at the end, not one per step in flight
             self.interrupted = True
             engine.fail_quietly(task)
@@ -136,6 +184,8 @@ class BuildRun:
 
     def end_lines(self, now: float | None = None) -> list[str]:
         """The reports' lines, then the summary line; after Ctrl-C, one line alone."""
+        if self.dry_run:
+            return [*(line for report in self.reports for line in report()), summary.dry_line(self.counts)]
         done = summary.line(self.counts, (now or time.time()) - self.started)
         if self.interrupted:
             return [f"interrupted: {done}; the next build redoes what this one left (nothing unfinished is kept)"]
@@ -143,9 +193,22 @@ class BuildRun:
         return [*lines, done]
 
     def say_end(self) -> None:
+        """The end of the build: the trace written, then the end lines."""
         sys.stderr.flush()
-        for line in self.end_lines():
+        lines = self.end_lines()
+        if self.trace is not None and self.trace_file:
+            try:
+                self.trace.write(self.trace_file)
+            except OSError as exc:
+                lines.insert(0, "WARN: " + errors.os_error_line(exc, f"TRACE={self.trace_file}: cannot write the trace"))
+        for line in lines:
             self.say(line)
+
+
+def dry_run_input_rebuilt(node: Any) -> bool:
+    """In ``scons -n``, whether an input of ``node`` would have been rebuilt by this run: the dry run wrote none, so
+    the old input still stands there, yet the step would run (``make -n``'s answer) and its cache key is unknown."""
+    return not SCons.Action.execute_actions and any(c.get_state() == SCons.Node.executed for c in node.children())
 
 
 def moved_inputs(node: Any) -> list[str]:

@@ -57,13 +57,12 @@ from opencoti_scons.fat_builders import (
 from opencoti_scons.include_scanner import include_scanner
 
 
-def _print_toolchain_once(env) -> None:
-    if not env.get("_FAT_TOOLCHAIN_SAID"):
-        print(f"toolchain: {env['FAT_TOOLCHAIN'].describe()}")
-        if env["FAT_TOOLCHAIN"].kind != "stand-in" and env["ENV"].get(FAT_LAUNCHER_ENV):
-            print("WARN: CCWRAPPER does not reach cosmocc's fat compiles (its driver takes no launcher; "
-                  "docs/scale.md says how to wrap its compilers); the other compiles use it", file=sys.stderr)
-        env["_FAT_TOOLCHAIN_SAID"] = True
+def _say_toolchain(env, run) -> None:
+    """The toolchain line, said when it changes (``run.note``); the launcher's WARN every run."""
+    run.note("toolchain", f"toolchain: {env['FAT_TOOLCHAIN'].describe()}")
+    if env["FAT_TOOLCHAIN"].kind != "stand-in" and env["ENV"].get(FAT_LAUNCHER_ENV):
+        print("WARN: CCWRAPPER does not reach cosmocc's fat compiles (its driver takes no launcher; "
+              "docs/scale.md says how to wrap its compilers); the other compiles use it", file=sys.stderr)
 
 
 def generate(env) -> None:
@@ -117,7 +116,7 @@ def generate(env) -> None:
     env["BUILDERS"]["Gperf"] = SCons.Builder.Builder(
         action=SCons.Action.Action(gperf, "GPERF $TARGET"),
         suffix=".c", src_suffix=".gperf", single_source=True)
-    env.AddMethod(_print_toolchain_once, "SayToolchain")
+    env.AddMethod(_say_toolchain, "SayToolchain")
     env.AddMethod(freeze_include_flags, "FreezeIncludeFlags")
 
 

@@ -23,6 +23,10 @@ A file whose SHA-256 the build already knows (opencoti_build.cache.file_digests:
 as written) is signed with that digest instead of being read again; a target recorded with such a
 ``sha256:`` signature is checked against one after a touch.
 
+In a dry run (``scons -n``) no step writes its targets, so an input that would be rebuilt still holds its old bytes;
+a step with such an input is taken as one that would run, as ``make -n`` has it, so the count the dry run ends with is
+the count the build would show.
+
 Load it with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose ``digests`` are the packager's).
 Construction variables: none read or set. Installing the tool replaces SCons's file stamp, up-to-date check and
 content signature (through opencoti_scons.engine, once per process).
@@ -42,7 +46,7 @@ import SCons.Util
 from opencoti_build import files
 from opencoti_build.cache import file_digests
 from opencoti_scons import engine
-from opencoti_scons.progress import BuildRun
+from opencoti_scons.progress import BuildRun, dry_run_input_rebuilt
 
 FUTURE_SLACK_NS = 2_000_000_000  # a clock a little ahead (NFS, a VM's) is not worth a line
 
@@ -108,6 +112,8 @@ def _current(inputs_current: Callable[[SCons.Node.FS.File], bool],
             return False
         if self.get_state() in (SCons.Node.up_to_date, SCons.Node.executed):
             return True  # decided earlier in this run (the C scanner asks again of a generated source)
+        if dry_run_input_rebuilt(self):
+            return False
         if self.has_builder() and not matches_record(self, digests):
             if "explain" in (SCons.Script.GetOption("debug") or ()):
                 print(f"scons: rebuilding `{self}' because it is not the file the last build recorded")

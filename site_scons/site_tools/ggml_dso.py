@@ -28,11 +28,12 @@ API (after ``env.Tool('ggml_dso')``):
       gcc/clang spelling, nvcc passes its ``-Xcompiler=`` one (``$NVCCPREFIXMAPS``).
     The link writes ``opencoti_build.gpu.dso_verification.staged_path(output)``; it is renamed to the output
     only after ``verification_error`` finds nothing (the rules: that module). It also defines:
-    - the mirror ``$HOME/.llamafile/v/<ver>/ggml-<backend>.so`` (byte-identical copy; HOME from ``env['ENV']``),
-    - the alias ``<backend>`` (output + mirror + a check, run on every build of the alias, that WARNs
+    - with ``MIRROR`` on, the mirror ``$HOME/.llamafile/v/<ver>/ggml-<backend>.so`` (byte-identical copy; HOME from
+      ``env['ENV']``),
+    - the alias ``<backend>`` (output + mirror if any + a check, run on every build of the alias, that WARNs
       when ``$HOME/ggml-<backend>.so`` exists and differs: llamafile's loader may pick it up instead).
 
-Construction variables read: ``SRC``, ``BUILD_DIR``, ``BACKEND_DIST_DIR``, ``LLAMAFILE_VERSION``, ``ENV``
+Construction variables read: ``SRC``, ``BUILD_DIR``, ``BACKEND_DIST_DIR``, ``MIRROR``, ``LLAMAFILE_VERSION``, ``ENV``
 (``HOME``), ``DSOLINKCOMSTR``, ``CCWRAPPER_ARGV`` (the launcher in front of the core's gcc/g++, unsigned). Set on the link step only: ``DSOLINKCOM`` and the ``DSO_*`` variables it and
 the verification read.
 """

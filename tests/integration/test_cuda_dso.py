@@ -33,7 +33,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     build = tmp_path_factory.mktemp("cuda")
     (build / "home").mkdir()
     (build / "home" / "ggml-cuda.so").write_bytes(b"an old manual cuda.sh build\n")
-    return build, cuda_build(MINI_TREE, build)
+    return build, cuda_build(MINI_TREE, build, "MIRROR=1")
 
 
 def test_dso_holds_the_requested_archs_and_entry_points(built) -> None:
@@ -72,7 +72,7 @@ def test_mirror_is_byte_identical_and_stale_home_copy_warns(built) -> None:
 def test_null_rebuild_does_nothing_and_a_fresh_home_copy_is_quiet(built) -> None:
     build, _ = built
     shutil.copyfile(dso_paths("cuda", build)[0], build / "home" / "ggml-cuda.so")
-    proc = cuda_build(MINI_TREE, build)
+    proc = cuda_build(MINI_TREE, build, "MIRROR=1")
     assert nvcc_compiles(proc.stdout) == []
     assert "Linking" not in proc.stdout
     assert "differs" not in proc.stderr

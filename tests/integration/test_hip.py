@@ -72,7 +72,7 @@ def rocm(tree: Path, build: Path, *args: str):
 
 @needs_hipcc
 def test_real_build_for_two_targets(tree: Path, tmp_path: Path) -> None:
-    proc = rocm(tree, tmp_path, "OFFLOAD_ARCH=gfx906,gfx1030")
+    proc = rocm(tree, tmp_path, "OFFLOAD_ARCH=gfx906,gfx1030", "MIRROR=1")
     assert len(hipcc_lines(proc.stdout)) == 5  # ggml-cuda.cu, scale.cu, 2 instances, tinyblas.cu
     dso, mirror = dso_paths("rocm", tmp_path)
     bundles = hipbundle.read_bundles(dso)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from opencoti_build.artifacts import binary_report, manifest
+from opencoti_build.formats import gguf_model
 
+from packaging_support import write_gguf
 from scons_runs import PROJECT
 
 BACKEND = r"""
@@ -53,4 +55,19 @@ def test_cli_dispatch(cuda_dso: Path, tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=PROJECT / "site_scons")
     assert proc.returncode == 1
     assert "entry points: ggml_backend_mini_init, ggml_backend_mini_reg" in proc.stdout
-    assert f"opencoti-build inspect: {tmp_path / 'absent'}: [Errno 2] No such file or directory" in proc.stdout
+    assert proc.stderr == f"opencoti-build inspect: {tmp_path / 'absent'}: No such file or directory\n"
+
+
+def test_inspect_refuses_what_is_no_binary_and_reads_a_model(tmp_path: Path) -> None:
+    text = tmp_path / "passwd"
+    text.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    model = write_gguf(tmp_path / "tiny.gguf")
+    proc = subprocess.run([sys.executable, "-m", "opencoti_build", "inspect", str(text), str(model)],
+                          capture_output=True, text=True, cwd=PROJECT / "site_scons")
+    assert proc.returncode == 1
+    assert proc.stderr == (f"opencoti-build inspect: {text}: not an ELF, APE or GGUF file; inspect reads DSOs, host "
+                           "binaries, llamafile artifacts and models\n")
+    info = gguf_model.check_gguf(model)
+    assert proc.stdout.splitlines() == [f"file: {model}", f"format: GGUF v3 model, {info.tensors} tensors, "
+                                        f"{info.metadata} metadata keys, tensor data at byte {info.data_offset} of "
+                                        f"{model.stat().st_size}"]

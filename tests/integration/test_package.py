@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -56,8 +57,12 @@ def test_package_writes_both_artifacts_that_run_and_verify(tmp_path: Path, input
     out = dist(tmp_path)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [BARE, BARE + ".MANIFEST.json", EMBEDDER, EMBEDDER + ".MANIFEST.json"])
+    # how to run each, said at the end: an APE through sh (Linux without binfmt_misc)
+    assert [line for line in packaged.stdout.splitlines() if line.startswith("run: ")] == [
+        f"run: sh {out / BARE} --server -m MODEL.gguf",
+        f"run: sh {out / EMBEDDER}   (its model and arguments are inside it: /zip/.args)"]
     for name in (BARE, EMBEDDER):
-        proc = run("sh", f"./{name}", "-h", cwd=out)  # Linux without binfmt_misc: launch through sh
+        proc = run("sh", f"./{name}", "-h", cwd=out)
         assert "usage: pledge" in proc.stdout + proc.stderr
         assert "No errors detected" in run("unzip", "-t", name, cwd=out).stdout
     bare = json.loads((out / f"{BARE}.MANIFEST.json").read_text())
@@ -81,6 +86,19 @@ GPU_TOOLCHAINS = [shutil.which("glslc"), shutil.which("hipcc") or glob.glob("/op
 
 
 @pytest.mark.skipif(sum(map(bool, GPU_TOOLCHAINS)) < 2, reason="needs two of glslc, hipcc, nvcc")
+def test_a_stand_in_artifact_is_run_as_it_is_and_verify_says_what_it_checks(tmp_path: Path) -> None:
+    packaged = package(tmp_path)  # the host built from the miniature tree by the stand-in: a plain ELF
+    artifact = dist(tmp_path) / BARE
+    assert [line for line in packaged.stdout.splitlines() if line.startswith("run: ")] == [
+        f"run: {artifact} --server -m MODEL.gguf"]
+    assert subprocess.run([str(artifact), "--version"], capture_output=True).returncode == 0
+    verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", build=tmp_path / "b",
+                     home=tmp_path / "home")
+    assert ("NOTE: verify checks the bare artifact only (no MODEL=): the embedder is made and checked with "
+            "MODEL=model.gguf") in verified.stdout
+    assert f"OK: {artifact} matches {BARE}.MANIFEST.json" in verified.stdout and "run: " not in verified.stdout
+
+
 def test_each_embedded_dso_is_the_one_its_backend_built(tmp_path: Path, inputs: dict[str, Path]) -> None:
     # every backend whose toolchain is here (CUDA for one arch), built from the miniature tree and embedded
     package(tmp_path, f"HOST={inputs['pledge']}", "CPU_ONLY=0", "CUDA_ARCHS=80")
@@ -234,3 +252,25 @@ def test_scons_package_reads_the_model_once(tmp_path: Path, inputs: dict[str, Pa
     verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
                      f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
     assert f"OK: {dist(tmp_path) / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout
+
+
+def test_install_copies_the_binaries_and_artifacts_under_destdir_and_prefix(tmp_path: Path) -> None:
+    stage, prefix = tmp_path / "stage", "/opt/opencoti"
+    args = ("install", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"PREFIX={prefix}", f"DESTDIR={stage}")
+    installed = scons(*args, build=tmp_path / "b", home=tmp_path / "home")
+    bindir = stage / "opt" / "opencoti" / "bin"
+    assert sorted(p.name for p in bindir.iterdir()) == sorted(["llamafile", BARE])
+    assert (bindir / BARE).read_bytes() == (dist(tmp_path) / BARE).read_bytes()
+    assert (bindir / "llamafile").read_bytes() == (tmp_path / "b" / "out/o/llamafile/llamafile").read_bytes()
+    assert all(os.access(p, os.X_OK) for p in bindir.iterdir())
+    assert sorted(line.split()[1] for line in summary.unprefixed(installed.stdout) if line.startswith("INSTALL ")) == \
+        sorted(str(p) for p in bindir.iterdir())
+    again = scons(*args, build=tmp_path / "b", home=tmp_path / "home")
+    assert summary.parse(again.stdout)["compiled"] == 0  # installed files are current: nothing copied again
+    refused = scons(*args[:-1], f"DESTDIR={stage}", "PREFIX=relative/prefix", build=tmp_path / "b",
+                    home=tmp_path / "home", check=False)
+    assert refused.returncode == 2 and refused.stderr == (
+        f"scons: error: PREFIX=relative/prefix is relative, but DESTDIR={stage} stages an installation of an absolute "
+        "PREFIX; give PREFIX as an absolute path (e.g. /usr/local)\n")
+    scons("-c", *args, build=tmp_path / "b", home=tmp_path / "home")
+    assert list(bindir.iterdir()) == []  # `scons -c install` removes what install wrote

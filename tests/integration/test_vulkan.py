@@ -28,10 +28,13 @@ def build_vulkan(tree: Path, build: Path, *extra: str, check: bool = True):
     return scons(f"SRC={tree}", "vulkan", *extra, build=build, check=check)
 
 
-def test_builds_embeds_and_mirrors(tree: Path, tmp_path: Path) -> None:
+def test_builds_embeds_and_mirrors_when_asked(tree: Path, tmp_path: Path) -> None:
     proc = build_vulkan(tree, tmp_path)
     assert spirv_compiled(proc.stdout) == SHADERS
     dso, mirror = dso_paths("vulkan", tmp_path)
+    assert dso.is_file() and not mirror.exists()  # HOME is left alone unless MIRROR=1
+    mirrored = build_vulkan(tree, tmp_path, "MIRROR=1")
+    assert spirv_compiled(mirrored.stdout) == [] and f"Mirroring {dso} to {mirror}" in mirrored.stdout
     assert spirv.embedded_shaders(str(dso)) == SHADERS
     modules = spirv.find_modules(dso.read_bytes())
     assert len(modules) == len(SHADERS)

@@ -703,7 +703,7 @@ def test_a_read_only_cache_is_read_and_never_written(tmp_path: Path) -> None:
     proc = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *argv], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"NOTE: cache {ws.cache} is read-only for this user: entries are read, none are written" in proc.stdout
-    assert "Retrieved" in proc.stdout and "FATCC" in proc.stdout  # hits read; the edited file compiled
+    assert "CACHED " in proc.stdout and "FATCC" in proc.stdout  # hits read; the edited file compiled
     assert "WARN" not in proc.stdout + proc.stderr
     assert digests(ws.cache) == before
 

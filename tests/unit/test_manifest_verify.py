@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import zipfile
 import zlib
 from pathlib import Path
@@ -167,7 +168,7 @@ def test_verify_passes_and_prints_the_checklist(tmp_path: Path, capsys) -> None:
     assert any(line.endswith("   ggml-cuda.so") for line in printed)
     assert f"{data['sha256']}  {out}" in printed
     assert printed.count(data["sha256"]) == 1  # what `jq -r .sha256` printed
-    assert any(line.startswith("note: no ~/.llamafile mirror copy of ggml-cuda.so") for line in printed)
+    assert not any("mirror" in line for line in printed)  # made with MIRROR=1 only: its absence is no news
     assert printed[-1].startswith("OK: ")
 
 
@@ -249,7 +250,26 @@ def test_verify_of_a_manifest_without_entries_names_every_entry(tmp_path: Path, 
 def test_verify_without_manifest_fails_clearly(tmp_path: Path, capsys) -> None:
     out = copy_exe(PLEDGE, tmp_path / "x.llamafile")
     assert cli.main(["verify", str(out)]) == 1
-    assert "x.llamafile.MANIFEST.json: no such manifest; run `scons package`" in capsys.readouterr().out
+    assert capsys.readouterr().out == f"FAILED: {out}.MANIFEST.json: no such manifest; run `scons package` to write it\n"
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (b"root:x:0:0:root:/root:/bin/bash\n", "is not a llamafile artifact (neither an APE nor an ELF executable)"),
+    (None, "is not a llamafile artifact (an executable without a zip store)"),
+])
+def test_verify_and_pin_refuse_what_is_no_artifact_in_one_line(tmp_path: Path, capsys, content: bytes | None,
+                                                               why: str) -> None:
+    path = tmp_path / "x.llamafile"
+    if content is None:
+        shutil.copyfile("/bin/true", path)
+    else:
+        path.write_bytes(content)
+    assert cli.main(["verify", str(path)]) == 1
+    assert capsys.readouterr().out == f"FAILED: {path} {why}; name a .llamafile file\n"
+    assert cli.main(["pin", str(path)]) == 1
+    assert capsys.readouterr() == ("", f"pin: {path} {why}; name a .llamafile file\n")
+    assert cli.main(["pin", str(tmp_path / "absent")]) == 1
+    assert capsys.readouterr().err == f"pin: {tmp_path / 'absent'}: no such artifact; run `scons package` first\n"
 
 
 def test_pin_prints_the_file_line(tmp_path: Path, capsys, monkeypatch) -> None:

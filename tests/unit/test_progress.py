@@ -3,6 +3,8 @@ plan's N, over real SCons file nodes with stand-in builders (as SCons's own unit
 from __future__ import annotations
 
 import io
+import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,7 +13,8 @@ import SCons.Errors
 import SCons.Node
 import SCons.Node.FS
 
-from opencoti_build.report import summary
+from opencoti_build.report import steplines, summary, trace
+from opencoti_build.report.notes import Notes
 from opencoti_scons.progress import BuildRun, counted, moved_inputs
 
 
@@ -42,24 +45,38 @@ def test_built_files_are_steps_and_sources_and_bookkeeping_are_not(fs) -> None:
     assert not counted(fs.File("a.c")) and not counted(compdb) and not counted(fs.Dir("out"))
 
 
-def test_each_step_takes_the_next_number_once_and_n_is_never_below_it(fs) -> None:
-    run = BuildRun(started=0.0, out=io.StringIO())
+def test_each_step_numbers_its_first_line_and_numbers_only_grow_down_the_output(fs) -> None:
+    out = io.StringIO()
+    run = BuildRun(started=0.0, out=out)
     run.planned = 2
     x86 = _built(fs, "a.o")
     twin = _built(fs, ".aarch64/a.o", executor=x86.executor)  # one step writes both halves
     b, c = _built(fs, "b.o"), _built(fs, "c.o")
+    for node, text in ((x86, "FATCC a.o"), (b, "LINK b.o"), (twin, "more of a.o"), (b, "Verifying b.o"),
+                       (c, "CC c.o"), (fs.File("a.c"), "a source's line")):
+        run.say_step(node, text)
+    # a later line of a step already numbered carries none; N grows when more steps start than planned
+    assert out.getvalue().splitlines() == ["[1/2] FATCC a.o", "[2/2] LINK b.o", "more of a.o", "Verifying b.o",
+                                           "[3/3] CC c.o", "a source's line"]
 
-    assert [run.step_prefix(n) for n in (x86, twin, b, x86, c)] == ["[1/2] ", "[1/2] ", "[2/2] ", "[1/2] ", "[3/3] "]
-    assert run.step_prefix(fs.File("a.c")) == ""
 
-
-def test_a_step_line_is_one_write_with_its_number(fs) -> None:
+def test_steps_printing_from_many_threads_get_every_number_once_in_order(fs) -> None:
     out = io.StringIO()
     run = BuildRun(started=0.0, out=out)
-    run.planned = 1
-    run.print_step("CC a.o", [_built(fs, "a.o")], [], None)
-    run.print_step("scons: building terminated", [], [], None)
-    assert out.getvalue() == "[1/1] CC a.o\nscons: building terminated\n"
+    nodes = [_built(fs, f"{i}.o") for i in range(400)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda node: run.say_step(node, f"CC {node}"), nodes))
+    assert [n for n, _ in summary.progress(out.getvalue())] == list(range(1, 401))
+
+
+@pytest.mark.parametrize(("targets", "line"), [
+    (["out/a.o"], "CACHED out/a.o"),
+    (["out/a.o", "out/.aarch64/a.o"], "CACHED out/a.o (+ .aarch64)"),
+    (["a.o", ".aarch64/a.o"], "CACHED a.o (+ .aarch64)"),
+    (["out/bin/x", "out/bin/x.aarch64.elf", "out/bin/x.com.dbg"], "CACHED out/bin/x (+ 2 more)"),
+])
+def test_a_restored_step_is_one_line_shaped_like_the_others(targets: list[str], line: str) -> None:
+    assert steplines.cached_line(targets) == line
 
 
 @pytest.mark.parametrize(("state", "cached", "kind"), [(SCons.Node.executing, 0, "compiled"),
@@ -159,12 +176,14 @@ def test_the_plan_counts_a_step_whose_input_is_rebuilt_without_asking_it(fs) -> 
     obj = _Step(fs, "a.o", [fs.File("a.c")], current=False, asked=asked)
     archive = _Step(fs, "liba.a", [obj], current=True, asked=asked)  # current by itself, rebuilt because a.o is
     other = _Step(fs, "b.o", [fs.File("b.c")], current=True, asked=asked)
-    run = BuildRun(started=0.0)
+    out = io.StringIO()
+    run = BuildRun(started=0.0, out=out)
 
     assert run.plan([archive, other]) == 2 == run.planned
     assert asked == ["a.o", "b.o"]  # liba.a was never asked: its input is rebuilt
     assert archive.implicit is None  # what it scanned before its input was rebuilt is dropped
-    assert run.step_prefix(obj) == "[1/2] "
+    run.say_step(obj, "CC a.o")
+    assert out.getvalue() == "[1/2] CC a.o\n"
 
 
 def test_lines_go_to_the_stdout_of_the_moment_they_are_written(fs, monkeypatch) -> None:
@@ -179,9 +198,52 @@ def test_a_note_is_said_once_a_run_however_many_parts_reach_it() -> None:
     out = io.StringIO()
     run = BuildRun(started=0.0, out=out)
     for _ in range(2):
-        run.note("NOTE: web UI off")
-    run.note("NOTE: another")
-    assert out.getvalue() == "NOTE: web UI off\nNOTE: another\n"
+        run.note("web UI", "NOTE: web UI off")
+    run.note("toolchain", "toolchain: stand-in")
+    assert out.getvalue() == "NOTE: web UI off\ntoolchain: stand-in\n"
+
+
+def _notes_run(path: Path, always: bool = False) -> tuple[BuildRun, io.StringIO]:
+    out = io.StringIO()
+    return BuildRun(started=0.0, out=out, notes=Notes(path, always=always)), out
+
+
+def test_a_note_is_said_again_only_when_its_line_changes_or_verbose_asks(tmp_path: Path) -> None:
+    said = tmp_path / "out" / "notes-said.json"
+    lines = []
+    for toolchain, always in [("stand-in", False), ("stand-in", False), ("cosmocc 4.0.2", False),
+                              ("stand-in", False), ("stand-in", True)]:
+        run, out = _notes_run(said, always)
+        run.note("toolchain", f"toolchain: {toolchain}")
+        run.note("web UI", "NOTE: web UI off")
+        run.notes.save()
+        lines.append(out.getvalue().splitlines())
+    assert lines == [["toolchain: stand-in", "NOTE: web UI off"], [], ["toolchain: cosmocc 4.0.2"],
+                     ["toolchain: stand-in"], ["toolchain: stand-in", "NOTE: web UI off"]]
+    for web_ui_note in (None, "NOTE: web UI off"):  # a run with nothing to say on the topic: the next line is news
+        run, out = _notes_run(said)
+        run.note("web UI", web_ui_note)
+        run.notes.save()
+        assert out.getvalue() == (f"{web_ui_note}\n" if web_ui_note else "")
+    assert [p.name for p in said.parent.iterdir()] == ["notes-said.json"]  # written by rename, no temporary left
+
+
+@pytest.mark.parametrize("content", ["not json", "[1, 2]", '{"toolchain": 3}'])
+def test_a_damaged_notes_file_only_means_the_notes_are_said_again(tmp_path: Path, content: str) -> None:
+    said = tmp_path / "notes-said.json"
+    said.write_text(content)
+    run, out = _notes_run(said)
+    run.note("toolchain", "toolchain: stand-in")
+    run.notes.save()
+    assert out.getvalue() == "toolchain: stand-in\n"
+    assert json.loads(said.read_text()) == {"toolchain": "toolchain: stand-in"}
+
+
+def test_notes_without_a_file_keep_nothing(tmp_path: Path) -> None:  # a dry run, `-h`
+    run, out = _notes_run(None)
+    run.note("toolchain", "toolchain: stand-in")
+    run.notes.save()
+    assert out.getvalue() == "toolchain: stand-in\n" and list(tmp_path.iterdir()) == []
 
 
 class _FailedTask(_Task):
@@ -220,3 +282,28 @@ def test_any_other_failure_is_scons_own(fs) -> None:
     run, node, originals = BuildRun(started=0.0), _built(fs, "a.o"), []
     run.failed(_FailedTask(node, SCons.Errors.BuildError(errstr="Error 1", status=1)), originals.append)
     assert len(originals) == 1 and run.counts.failed == 1 and not run.interrupted
+
+
+def test_a_trace_is_one_complete_event_per_step_and_a_named_track_per_worker(tmp_path: Path) -> None:
+    traced = trace.Trace(origin=100.0)
+    first, second = traced.worker(7001), traced.worker(7002)
+    assert (first, second, traced.worker(7001)) == (1, 2, 1)
+    traced.add(trace.Step(("b.o",), "cuda", "cached", 100.5, 100.5000004, second))
+    traced.add(trace.Step(("a.o", ".aarch64/a.o"), "fat", "compiled", 100.25, 101.0, first))
+    assert traced.document() == {"displayTimeUnit": "ms", "traceEvents": [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "worker 1"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "worker 2"}},
+        {"ph": "X", "name": "a.o", "cat": "fat", "pid": 1, "tid": 1, "ts": 250000, "dur": 750000,
+         "args": {"outcome": "compiled", "lane": "fat", "targets": ["a.o", ".aarch64/a.o"]}},
+        {"ph": "X", "name": "b.o", "cat": "cuda", "pid": 1, "tid": 2, "ts": 500000, "dur": 0,
+         "args": {"outcome": "cached", "lane": "cuda", "targets": ["b.o"]}}]}
+
+
+def test_a_trace_that_cannot_be_written_is_one_warn_before_the_summary(tmp_path: Path) -> None:
+    out = io.StringIO()
+    (tmp_path / "afile").write_text("")
+    run = BuildRun(started=0.0, out=out, trace_file=str(tmp_path / "afile" / "trace.json"))
+    run.say_end()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"WARN: TRACE={tmp_path / 'afile' / 'trace.json'}: cannot write the trace: ")
+    assert summary.parse(lines[-1]) is not None and len(lines) == 2

@@ -1,4 +1,4 @@
-"""`opencoti-build inspect FILE`: what a built DSO or host binary holds.
+"""`opencoti-build inspect FILE`: what a built DSO, host binary, llamafile artifact or GGUF model holds.
 
 Prints the file format (ELF machine and type, or APE), DT_NEEDED and imports nothing provides, the
 llamafile entry points, each backend's device code (opencoti_build.gpu.backends: the CUDA architectures of
@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import lief
 
 from opencoti_build import project
-from opencoti_build.formats import elfcheck, hipbundle
+from opencoti_build.formats import elfcheck, gguf_model, hipbundle
+from opencoti_build.formats.executables import APE_MAGIC, ELF_MAGIC
 from opencoti_build.formats.lief_names import lief_str
 from opencoti_build.gpu import backends
 from opencoti_build.tree import patch_series
@@ -23,7 +25,6 @@ FAMILIES_FILE = project.ROOT / "vendors" / "symbol-families.txt"
 SERIES_RECORD = project.ROOT / patch_series.DEFAULT_RECORD
 METHODS = ("symbols", "strings")
 ENTRY_POINT = re.compile(r"ggml_backend_\w+_(init|reg)")
-APE_MAGIC = b"MZqFpD"
 MIN_STRING = 4
 _PRINTABLE_RUN = re.compile(rb"[\x20-\x7e\t]{%d,}" % MIN_STRING)
 
@@ -93,9 +94,23 @@ def describe_format(data: bytes, binary: lief.ELF.Binary | None) -> str:
     return "not ELF"
 
 
+def model_report(path: str) -> list[str]:
+    """What a GGUF model is: its version and counts (gguf_model parses it whole; ModelError when it is damaged)."""
+    info = gguf_model.check_gguf(path)
+    return [f"file: {path}", f"format: GGUF v{info.version} model, {info.tensors} tensors, {info.metadata} metadata "
+            f"keys, tensor data at byte {info.data_offset} of {info.file_size}"]
+
+
 def report(path: str, families: list[Family]) -> list[str]:
+    with open(path, "rb") as f:
+        head = f.read(len(APE_MAGIC))
+    if head.startswith(gguf_model.GGUF_MAGIC):
+        return model_report(path)
+    if not head.startswith((ELF_MAGIC, APE_MAGIC)):
+        raise ValueError("not an ELF, APE or GGUF file; inspect reads DSOs, host binaries, llamafile artifacts "
+                         "and models")
     data = Path(path).read_bytes()
-    binary = lief.ELF.parse(path) if data.startswith(b"\x7fELF") else None
+    binary = lief.ELF.parse(path) if data.startswith(ELF_MAGIC) else None
     lines = [f"file: {path}", f"format: {describe_format(data, binary)}"]
     if binary is not None:
         link = elfcheck.link_report(path)
@@ -128,7 +143,7 @@ def series_report(record_path: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="opencoti-build inspect", description=__doc__.splitlines()[0])
-    parser.add_argument("file", nargs="*", help="a ggml-*.so, a host binary (APE or ELF), any ELF")
+    parser.add_argument("file", nargs="*", help="a ggml-*.so, a host binary or artifact (APE or ELF), any ELF, a GGUF model")
     parser.add_argument("--families", type=Path, default=FAMILIES_FILE, help="pattern file (default: %(default)s)")
     parser.add_argument("--series", type=Path, nargs="?", const=SERIES_RECORD, metavar="RECORD",
                         help="also print the applied patch series (default record: %(const)s)")
@@ -145,7 +160,10 @@ def main(argv: list[str]) -> int:
     for path in ns.file:
         try:
             print("\n".join(report(path, families)))
-        except (OSError, ValueError, hipbundle.HipBundleError) as exc:
-            print(f"opencoti-build inspect: {path}: {exc}")
+        except OSError as exc:
+            print(f"opencoti-build inspect: {path}: {exc.strerror}", file=sys.stderr)
+            status = 1
+        except (ValueError, hipbundle.HipBundleError, gguf_model.ModelError) as exc:
+            print(f"opencoti-build inspect: {path}: {exc}", file=sys.stderr)
             status = 1
     return status

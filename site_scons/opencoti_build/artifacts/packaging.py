@@ -18,6 +18,7 @@ from opencoti_build.config import buildvars
 from opencoti_build.config.versioning import Identity
 from opencoti_build.errors import UserError
 from opencoti_build.formats import gguf_model, host_strings, zipappend, zipstore
+from opencoti_build.formats.executables import APE_MAGIC
 from opencoti_build.formats.zipappend import AppendResult, Entry, EntryInfo
 
 
@@ -41,6 +42,18 @@ def bare_name(identity: Identity) -> str:
 
 def embedder_name(identity: Identity) -> str:
     return f"opencoti-embedder-{identity.llamafile_version}-{identity.arch}.llamafile"
+
+
+def run_line(artifact: Path, shown: str, embeds_model: bool) -> str:
+    """How to run ``artifact`` (named ``shown``), printed at the end of `scons package`: an APE through ``sh``
+    (executed directly it fails with ENOEXEC where binfmt_misc does not know APE), the stand-in's plain ELF as it is
+    (``sh`` would read that as a script); the bare runtime needs a model, the embedder carries its own."""
+    with open(artifact, "rb") as f:
+        ape = f.read(len(APE_MAGIC)) == APE_MAGIC
+    command = f"sh {shown}" if ape else shown
+    if embeds_model:
+        return f"run: {command}   (its model and arguments are inside it: /zip/.args)"
+    return f"run: {command} --server -m MODEL.gguf"
 
 
 def integer(name: str, value: str) -> int:

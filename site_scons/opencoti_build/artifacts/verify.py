@@ -19,6 +19,7 @@ from pathlib import Path
 
 from opencoti_build import files, project
 from opencoti_build.artifacts import manifest as manifests
+from opencoti_build.formats.executables import APE_MAGIC, ELF_MAGIC
 from opencoti_build.formats.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
 
 _CHUNK = 4 << 20
@@ -28,11 +29,31 @@ PIN_ASSET = "opencoti-embedder.llamafile"
 
 @dataclass
 class Report:
-    """Problems make verify fail (one line each); notes are printed but do not."""
+    """Problems make verify fail (one line each); notes are printed but do not. ``refused``: why the file could
+    not be checked at all (not an artifact, no manifest): the one line verify prints then."""
 
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    refused: str | None = None
+
+
+def not_an_artifact(path: Path) -> str | None:
+    """Why ``path`` is not a llamafile artifact (an APE or ELF executable carrying a zip store), or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(APE_MAGIC))
+    except FileNotFoundError:
+        return f"{path}: no such artifact; run `scons package` first"
+    except OSError as exc:
+        return f"{path}: cannot read it: {exc.strerror}"
+    if not head.startswith((APE_MAGIC, ELF_MAGIC)):
+        return f"{path} is not a llamafile artifact (neither an APE nor an ELF executable); name a .llamafile file"
+    try:
+        read_zip_store(path)
+    except ZipStoreError:
+        return f"{path} is not a llamafile artifact (an executable without a zip store); name a .llamafile file"
+    return None
 
 
 def _stored_digest(f, offset: int, size: int) -> tuple[str, int]:
@@ -122,7 +143,8 @@ def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Rep
         )
         for label, path in copies:
             if not path.is_file():
-                report.notes.append(f"note: no {label} copy of {dso['name']} at {path}")
+                if label == "vendors/dist":  # the mirror is made with MIRROR=1 only
+                    report.notes.append(f"note: no {label} copy of {dso['name']} at {path}")
             elif (digest := files.sha256(path)) != dso["sha256"]:
                 report.problems.append(f"{dso['name']}: {label} copy {path} has sha256 {digest}, the artifact {dso['sha256']}")
 
@@ -131,13 +153,13 @@ def verify(artifact: Path, vendor_dist: Path, home: Path) -> Report:
     """Check ``artifact`` against its MANIFEST.json; the report says what was found."""
     report = Report()
     manifest_file = manifests.manifest_path(artifact)
-    if not artifact.is_file():
-        report.problems.append(f"{artifact}: no such artifact; run `scons package`")
+    report.refused = not_an_artifact(artifact)
+    if report.refused:
         return report
     try:
         manifest = manifests.read(manifest_file)
     except manifests.ManifestError as exc:
-        report.problems.append(str(exc))
+        report.refused = str(exc)
         return report
     sha = files.sha256(artifact)
     size = artifact.stat().st_size
@@ -153,6 +175,9 @@ def verify(artifact: Path, vendor_dist: Path, home: Path) -> Report:
 
 
 def print_report(artifact: Path, report: Report, out: Callable[[str], None] = print) -> int:
+    if report.refused:
+        out(f"FAILED: {report.refused}")
+        return 1
     for line in report.lines + report.notes:
         out(line)
     for problem in report.problems:
@@ -181,10 +206,10 @@ def main(argv: list[str]) -> int:
     return status
 
 
-def pin_line(artifact: Path) -> str:
-    """The vendors/pin/embedder.txt line for a local artifact (the downloader's `file:` mode)."""
+def pin_line(artifact: Path, sha256: str) -> str:
+    """The vendors/pin/embedder.txt line for a local artifact of digest ``sha256`` (the downloader's `file:` mode)."""
     shown = str(artifact) if artifact.is_absolute() or str(artifact).startswith(".") else f"./{artifact}"
-    return f"file:{shown}  v0  {PIN_ASSET}  {files.sha256(artifact)}"
+    return f"file:{shown}  v0  {PIN_ASSET}  {sha256}"
 
 
 def pin_main(argv: list[str]) -> int:
@@ -192,20 +217,25 @@ def pin_main(argv: list[str]) -> int:
     parser.add_argument("artifact", type=Path, metavar="ARTIFACT")
     ns = parser.parse_args(argv)
     artifact: Path = ns.artifact
-    if not artifact.is_file():
-        print(f"pin: {artifact}: no such artifact; run `scons package MODEL=...` first", file=sys.stderr)
+    digest = files.sha256(artifact) if artifact.is_file() else ""
+    problem = _pin_problem(artifact, digest)
+    if problem:
+        print(f"pin: {problem}", file=sys.stderr)
         return 1
-    line = pin_line(artifact)
+    print(pin_line(artifact, digest))
+    return 0
+
+
+def _pin_problem(artifact: Path, digest: str) -> str | None:
+    """Why ``artifact`` (of SHA-256 ``digest``) cannot be pinned: it differs from its manifest (said first: the
+    more precise answer for an artifact changed since it was packaged), or it is no llamafile artifact."""
     manifest_file = manifests.manifest_path(artifact)
-    if manifest_file.is_file():
+    if digest and manifest_file.is_file():
         try:
             recorded = manifests.read(manifest_file).get("sha256")
         except manifests.ManifestError as exc:
-            print(f"pin: {exc}", file=sys.stderr)
-            return 1
-        if recorded != line.rsplit(None, 1)[-1]:
-            print(f"pin: {artifact} no longer matches {manifest_file.name} (sha256 {recorded}); "
-                  "run `opencoti-build verify` or repackage", file=sys.stderr)
-            return 1
-    print(line)
-    return 0
+            return str(exc)
+        if recorded != digest:
+            return (f"{artifact} no longer matches {manifest_file.name} (sha256 {recorded}); "
+                    "run `opencoti-build verify` or repackage")
+    return not_an_artifact(artifact)

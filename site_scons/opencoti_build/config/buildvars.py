@@ -17,11 +17,13 @@ from opencoti_build.cache import launchers, remote_cache
 from opencoti_build.config import upstream_pin
 from opencoti_build.errors import UserError, os_error_line
 from opencoti_build.formats import zipappend
+from opencoti_build.gpu.toolchains import cuda
 from opencoti_build.native import native_lane
 from opencoti_build.tree import patch_series, upstream
 
 PROJECT = project.ROOT
 DEFAULT_SRC = upstream_pin.LLAMAFILE_PATH
+MINI_TREE = "tests/fixtures/llamafile-mini"  # the miniature llamafile tree the tests build: a first try without the submodule
 
 HELP_TARGETS = """\
 opencoti llamafile build
@@ -42,10 +44,11 @@ Targets:
   backends      every backend whose toolchain is present (fails if none built, unless CPU_ONLY=1)
   package       dist/llamafile/opencoti-llamafile-<ver>-<tag>-<arch>.llamafile (+ embedder with MODEL=)
   verify        check the packaged artifacts against their manifests
+  install       what `package` makes, the thin binary and the embedded DSOs, copied to $DESTDIR$PREFIX/bin
   native        the native-ELF lane: $BUILD_DIR/native/bin/llama-server + lib/ (host gcc; LLAMACPP)
   native-cuda   the native lane's libraries only (libggml-base.so, libggml-cuda.so)
 
-Options: --cache-disable turns the object cache off (as OPENCOTI_NO_CCACHE=1 did).
+Options: --cache-disable turns the object cache off (CACHE_DIR= does the same).
          -j N runs N steps at once; without -j, one per CPU. --debug=explain says why each step runs.
 
 Variables (KEY=VALUE on the command line; an unknown KEY is an error):
@@ -79,19 +82,25 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BUILD_DIR", "objects and intermediates", "build"),
     Variable("DIST_DIR", "packaged artifacts go to $DIST_DIR/llamafile", "dist"),
     Variable("BACKEND_DIST_DIR", "backend DSOs go to $BACKEND_DIST_DIR/llamafile/<backend>/<ver>", "vendors/dist"),
+    Variable("MIRROR", "also copy each built DSO to $HOME/.llamafile/v/<ver>/, where the llamafile runtime loads "
+             "DSOs from (to run a thin binary against them); off, checkouts sharing a HOME never overwrite each "
+             "other's copies", False),
     Variable("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
     Variable("CACHE_URL", f"shared cache tier behind CACHE_DIR, {remote_cache.URL_FORM}; default "
         "$OPENCOTI_CACHE_URL; empty: none (docs/scale.md)", _env_default("OPENCOTI_CACHE_URL", "")),
     # A plain variable, not a choice: an unknown launcher gets the build's own one-line error (launchers.find).
     Variable("CCWRAPPER", f"compiler launcher ({'|'.join(launchers.LAUNCHERS)}) run in front of every compiler, each "
         "half of a fat compile included, as CMake's *_COMPILER_LAUNCHER (docs/scale.md); empty: none", ""),
+    Variable("TRACE", "write this run's steps as a Chrome trace-event JSON to this file (Perfetto, chrome://tracing: "
+             "one event per step, a track per worker); empty: none", ""),
     Variable("COMPILEDB", "compile_commands.json for clangd: written by `scons compiledb`, kept current by every build "
         "that compiles; empty: none", "compile_commands.json"),
     Variable("COMPILEDB_ARCH", "which half of the fat compiles the database shows clangd", "x86_64",
              allowed=("x86_64", "aarch64")),
     Variable("SOURCE_DATE_EPOCH", "timestamp baked into outputs and zip entries",
         _env_default("SOURCE_DATE_EPOCH", "0")),
-    Variable("CUDA_PATH", "CUDA toolkit; empty: $OPENCOTI_CUDA_PATH, /usr/local/cuda-12.6, other usual places, nvcc on PATH",
+    Variable("CUDA_PATH", f"CUDA toolkit; empty: $OPENCOTI_CUDA_PATH, {cuda.DEFAULT_CUDA_PATH}, other usual places, "
+             "nvcc on PATH",
         _env_default("OPENCOTI_CUDA_PATH", "")),
     Variable("CUDA_ARCHS", "comma-separated CUDA archs overriding the toolkit's table (e.g. 80,90,120f)", ""),
     Variable("CUBLAS", "build ggml-cuda against cuBLAS instead of TinyBLAS", False),
@@ -103,6 +112,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("VULKAN_SDK", "Vulkan SDK; empty: $OPENCOTI_VULKAN_SDK, glslc on PATH", _env_default("OPENCOTI_VULKAN_SDK", "")),
     Variable("CPU_ONLY", "package without GPU DSOs / let `backends` build none", False),
     Variable("MODEL", "GGUF to embed in the embedder artifact", ""),
+    Variable("PREFIX", "`scons install` copies the binaries, artifacts and DSOs to $PREFIX/bin", "/usr/local"),
+    Variable("DESTDIR", "staging root put before PREFIX by `scons install` (packagers' DESTDIR)",
+             _env_default("DESTDIR", "")),
     Variable("ARGS", ".args file to embed instead of the generated one", ""),
     Variable("ARCH", "architecture in artifact names (x86_64, aarch64); empty: this machine's", ""),
     Variable("HOST", "package this prebuilt thin binary instead of building one", ""),
@@ -136,7 +148,8 @@ def checked_source_tree(env: Mapping[str, Any]) -> str:
     src = Path(source_tree(env))
     if not (src / "llamafile" / "version.h").is_file():
         hint = (f"it is a git submodule (llamafile {upstream_pin.LLAMAFILE_VERSION} at {upstream_pin.LLAMAFILE_COMMIT[:7]}): "
-                f"run `git submodule update --init --recursive {DEFAULT_SRC}` or clone with --recursive"
+                f"run `git submodule update --init --recursive {DEFAULT_SRC}` or clone with --recursive "
+                f"(or try the build first on the miniature tree: SRC={MINI_TREE})"
                 if env["SRC"] == DEFAULT_SRC else "point SRC= at a llamafile checkout")
         raise SourceTreeError(f"no llamafile source tree at {src} (looked for llamafile/version.h); {hint}")
     if " " in str(src):
@@ -147,14 +160,16 @@ def checked_source_tree(env: Mapping[str, Any]) -> str:
     return str(src)
 
 
-def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any]) -> dict[str, str]:
+def command_environment(os_environ: Mapping[str, str], env: Mapping[str, Any], create: bool = True) -> dict[str, str]:
     """The environment every build command runs with: deliberate, reproducible, no leakage.
 
-    Creates ``$BUILD_DIR/tmp``: call :func:`validate` first, so that a bad variable writes nothing.
+    Creates ``$BUILD_DIR/tmp`` unless ``create`` is false (a dry run writes nothing): call :func:`validate` first,
+    so that a bad variable writes nothing.
     """
     tmpdir = Path(env["BUILD_DIR"]) / "tmp"
     try:
-        tmpdir.mkdir(parents=True, exist_ok=True)
+        if create:
+            tmpdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(os_error_line(exc, f"BUILD_DIR={env['BUILD_DIR']}: cannot create {tmpdir}")) from None
     return {
@@ -193,9 +208,9 @@ EPOCH_MAX = 253402300799  # 9999-12-31T23:59:59Z, the latest SOURCE_DATE_EPOCH g
 ALIGN_MAX = 1 << 30
 # Directories the build writes into: (variable, may be empty). An empty CACHE_DIR turns the cache off.
 OUTPUT_DIRS = (("BUILD_DIR", False), ("DIST_DIR", False), ("BACKEND_DIST_DIR", False), ("CACHE_DIR", True))
-# Files the build writes: an empty value or a directory there is refused.
-OUTPUT_FILES = ("APPLIED_SERIES", "COMPILEDB")
-DEFAULTS = {"BUILD_DIR": "build", "DIST_DIR": "dist", "BACKEND_DIST_DIR": "vendors/dist", "CACHE_DIR": ".opencoti/cache",
+# Files the build writes: an empty value (but TRACE's: no trace) or a directory there is refused.
+OUTPUT_FILES = ("APPLIED_SERIES", "COMPILEDB", "TRACE")
+DEFAULTS = {"PREFIX": "/usr/local", "BUILD_DIR": "build", "DIST_DIR": "dist", "BACKEND_DIST_DIR": "vendors/dist", "CACHE_DIR": ".opencoti/cache",
             "COMPILEDB": "compile_commands.json", "SRC": DEFAULT_SRC, "PATCH_SERIES": patch_series.OPENCOTI_PATCHES,
             "APPLIED_SERIES": patch_series.DEFAULT_RECORD}
 
@@ -230,6 +245,24 @@ def source_date_epoch(value: object) -> int:
         raise UserError(f"SOURCE_DATE_EPOCH={value!r} is not a whole number of seconds since 1970 (0 to {EPOCH_MAX}); "
                         "set it to e.g. 0 or the last commit's `git log -1 --format=%ct`")
     return int(text)
+
+
+def install_bin(env: Mapping[str, Any], project: Path | str = PROJECT) -> Path:
+    """Where `scons install` copies to: ``$DESTDIR$PREFIX/bin`` (a relative PREFIX without DESTDIR is from the
+    project, as every path variable is); UserError for an empty PREFIX, a relative one under DESTDIR, or a file in
+    the way."""
+    prefix, destdir = str(env["PREFIX"]).strip(), str(env["DESTDIR"]).strip()
+    if not prefix:
+        raise _empty("PREFIX")
+    if destdir and not os.path.isabs(prefix):
+        raise UserError(f"PREFIX={prefix} is relative, but DESTDIR={destdir} stages an installation of an absolute "
+                        "PREFIX; give PREFIX as an absolute path (e.g. /usr/local)")
+    root = _resolved(destdir, project) / prefix.lstrip("/") if destdir else _resolved(prefix, project)
+    bindir = root / "bin"
+    blocker = _file_in_the_way(bindir)
+    if blocker is not None:
+        raise UserError(f"cannot install into {bindir}: {blocker} is a file, not a directory; choose another PREFIX")
+    return bindir
 
 
 def align(value: object) -> int:
@@ -272,7 +305,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     Relative paths are from ``project``. Checked: the output directories (not empty, not a file or
     below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
     SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), LLAMACPP (a llama.cpp checkout of a known
-    ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL).
+    ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL), and for
+    the ``install`` target PREFIX and DESTDIR (:func:`install_bin`).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
     for name, may_be_empty in OUTPUT_DIRS:
@@ -294,6 +328,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
                         f"(the default is {DEFAULTS['BUILD_DIR']})")
     for name in OUTPUT_FILES:
         value = str(env[name])
+        if not value.strip() and name == "TRACE":
+            continue  # no trace
         if not value.strip() and name == "COMPILEDB":
             if "compiledb" in map(str, targets):
                 raise UserError("`scons compiledb` with COMPILEDB= empty (which turns the database off); "
@@ -303,7 +339,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
             raise _empty(name)
         path = _resolved(value, project)
         if path.is_dir():
-            raise UserError(f"{name}={value} is a directory; name a file (the default is {DEFAULTS[name]})")
+            default = f" (the default is {DEFAULTS[name]})" if name in DEFAULTS else ""
+            raise UserError(f"{name}={value} is a directory; name a file{default}")
         blocker = _file_in_the_way(path.parent)
         if blocker is not None:
             raise UserError(f"{name}={value}: {blocker} is a file, not a directory; name a file in a directory")
@@ -323,6 +360,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
         raise UserError(f"PATCH_SERIES={series} is a file, not a directory; point it at the folder of *.patch files")
     if "compile" in map(str, targets):
         compile_file(env, project)
+    if "install" in map(str, targets):
+        install_bin(env, project)
     launcher_argv(env, os.environ)
     if env["LLAMACPP"]:  # a checkout of a ggml the description does not know, refused before a byte is written
         upstream.checkout_dir(str(env["LLAMACPP"]), str(_resolved(src, project)), str(project))

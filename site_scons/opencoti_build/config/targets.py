@@ -14,7 +14,7 @@ from opencoti_build.gpu import backends
 
 # Every target name the build defines (its aliases); anything else must be a path.
 NAMES: tuple[str, ...] = ("host", "compiledb", "compile", "apply", "reset", *backends.NAMES, "backends", "package",
-                          "verify", "native", "native-cuda")
+                          "verify", "install", "native", "native-cuda")
 
 
 def inside(path: str, root: str) -> bool:
@@ -53,8 +53,8 @@ NATIVE = ("native", "native-cuda")
 # Targets that compile nothing: the compile database is left as it is (compile: that file's objects only).
 NOT_COMPILING = frozenset(("apply", "reset", "verify", "compile"))
 # Targets that want every backend (compile: FILE may be a DSO's source); the embedding ones none with CPU_ONLY=1.
-ALL_BACKENDS = frozenset(("backends", "package", "verify", "compiledb", "compile"))
-EMBEDDING = frozenset(("package", "verify"))
+ALL_BACKENDS = frozenset(("backends", "package", "verify", "install", "compiledb", "compile"))
+EMBEDDING = frozenset(("package", "verify", "install"))  # install: what package makes, copied under PREFIX
 
 
 @dataclass(frozen=True)

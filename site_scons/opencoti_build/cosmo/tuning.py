@@ -47,8 +47,9 @@ class ProbeError(UserError):
     """A probe failed for another reason than the compiler refusing the name (one line)."""
 
 
-def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path) -> dict[str, bool]:
-    """Which ``names`` the fat driver accepts as ``-Xx86_64-mtune=``; answers kept in ``cache``.
+def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path | None) -> dict[str, bool]:
+    """Which ``names`` the fat driver accepts as ``-Xx86_64-mtune=``; answers kept in ``cache`` (None: a dry run,
+    which keeps nothing and probes in the system's temporary directory, since BUILD_DIR/tmp is not made).
 
     The probes ask this machine's compiler, never a launcher (CCWRAPPER: a remote compile that fails is no answer
     about the compiler), and only a refusal that names the flag counts as "unknown": any other failure is a
@@ -58,16 +59,16 @@ def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path
     except OSError:
         key = driver
     try:
-        known = json.loads(cache.read_text()).get(key, {})
+        known = json.loads(cache.read_text()).get(key, {}) if cache is not None else {}
     except (OSError, ValueError):
         known = {}
     missing = sorted(set(names) - set(known))
     if missing:
-        with tempfile.TemporaryDirectory(dir=env.get("TMPDIR")) as scratch:
+        with tempfile.TemporaryDirectory(dir=env.get("TMPDIR") if cache is not None else None) as scratch:
             source = Path(scratch) / "empty.c"
             source.write_text("int opencoti_tune_probe;\n")
 
-            local = {k: v for k, v in env.items() if k != FAT_LAUNCHER_ENV}
+            local = {**{k: v for k, v in env.items() if k != FAT_LAUNCHER_ENV}, "TMPDIR": scratch}
 
             def accepts(cpu: str) -> bool:
                 out = Path(scratch) / cpu / "probe.o"
@@ -85,6 +86,8 @@ def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path
 
             with ThreadPoolExecutor(max_workers=4) as pool:
                 known.update(zip(missing, pool.map(accepts, missing)))
+        if cache is None:
+            return {name: known[name] for name in names}
         tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)

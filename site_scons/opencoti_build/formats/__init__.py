@@ -1,6 +1,7 @@
 """Readers and writers of file formats, with no knowledge of the build.
 
 - ``elfcheck``: DT_NEEDED closure of an ELF shared object and the imports nothing in it defines.
+- ``executables``: the magic bytes of an ELF and of an APE.
 - ``gguf_model``: the GGUF header and tensor table of a model, checked whole before it is packaged.
 - ``hipbundle``: the offload bundles of ``.hip_fatbin`` (plain and compressed CCOB) and their gfx targets.
 - ``host_strings``: printable strings a host binary holds (what an embedded ``.args`` may name).

@@ -20,11 +20,11 @@ import lief
 import zstandard
 
 from opencoti_build.errors import UserError
+from opencoti_build.formats.executables import ELF_MAGIC
 
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 COMPRESSED_MAGIC = b"CCOB"
 SECTION = ".hip_fatbin"
-ELF_MAGIC = b"\x7fELF"
 
 # CCOB version -> (struct format of the fields after magic/version/method, has a total-size field).
 # v1: uncompressed u32, hash u64; v2: total u32, uncompressed u32, hash u64; v3: all u64.

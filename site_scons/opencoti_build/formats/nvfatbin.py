@@ -18,6 +18,7 @@ import lief
 import zstandard
 
 from opencoti_build.errors import UserError
+from opencoti_build.formats.executables import ELF_MAGIC
 
 SECTION = ".nv_fatbin"
 CONTAINER_MAGIC = 0xBA55ED50
@@ -52,7 +53,7 @@ class FatbinEntry:
 
 def _cubin_sm(cubin: bytes) -> int | None:
     """The SM number a decoded cubin's ELF header names (e_flags bits 8-15), None if not a CUDA ELF."""
-    if cubin[:4] != b"\x7fELF" or len(cubin) < 52 or struct.unpack_from("<H", cubin, 18)[0] != EM_CUDA:
+    if not cubin.startswith(ELF_MAGIC) or len(cubin) < 52 or struct.unpack_from("<H", cubin, 18)[0] != EM_CUDA:
         return None
     return (struct.unpack_from("<I", cubin, 48)[0] >> 8) & 0xFF
 

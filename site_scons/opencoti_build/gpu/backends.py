@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from opencoti_build.errors import UserError
+from opencoti_build.formats.executables import ELF_MAGIC
 from opencoti_build.gpu import cuda_sources, vulkan_shaders
 from opencoti_build.gpu.toolchains import cuda, rocm, vulkan
 
@@ -58,7 +59,7 @@ class Backend:
 
 def _is_elf(path: str) -> bool:
     with open(path, "rb") as f:
-        return f.read(4) == b"\x7fELF"
+        return f.read(len(ELF_MAGIC)) == ELF_MAGIC
 
 
 def _section_names(path: str) -> set[str]:

@@ -94,8 +94,16 @@ def lost(path: Path, fd: int) -> bool:
         return True
 
 
+def release(build_dir: Path | str) -> None:
+    """Let go of ``build_dir``'s lock before the process exits (a refused run, once it removed the directory
+    it created): a run waiting for it takes it then, on a new file if the old one is gone."""
+    fd = _held.pop(str(Path(build_dir) / LOCK_NAME), None)
+    if fd is not None:
+        os.close(fd)
+
+
 def _say_if_lost(path: Path, fd: int) -> None:
-    if lost(path, fd):  # e.g. BUILD_DIR deleted mid-run: another run could have taken a new lock
+    if _held.get(str(path)) == fd and lost(path, fd):  # e.g. BUILD_DIR deleted mid-run: another run could have taken a new lock
         sys.stderr.write(f"scons: warning: the build lock {path} was removed during this run (was BUILD_DIR "
                          "deleted?), so another build may have run at the same time; run scons again\n")
 

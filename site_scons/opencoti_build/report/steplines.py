@@ -17,6 +17,7 @@ BASE = {
     "SHCCCOMSTR": "DSOCC $TARGET",
     "SHCXXCOMSTR": "DSOCXX $TARGET",
     "DSOLINKCOMSTR": "Linking $TARGET",
+    "INSTALLSTR": "INSTALL $TARGET",
 }
 # The native-ELF lane (native/SConscript) uses its own words.
 NATIVE = {
@@ -34,3 +35,15 @@ NATIVE = {
 def short_forms(table: dict[str, str], verbose: bool) -> dict[str, str]:
     """The ``*COMSTR`` values for an environment: the short lines, or empty ones (SCons prints the command)."""
     return {key: ("" if verbose else value) for key, value in table.items()}
+
+
+def cached_line(targets: list[str]) -> str:
+    """The one line of a step restored from the cache, shaped like the step lines (``CACHED target``): a fat
+    object's twin as the compile line has it (``(+ .aarch64)``), any other extra targets counted."""
+    first, rest = targets[0], targets[1:]
+    if not rest:
+        return f"CACHED {first}"
+    head, _, name = first.rpartition("/")
+    if rest == [f"{head}/.aarch64/{name}" if head else f".aarch64/{name}"]:
+        return f"CACHED {first} (+ .aarch64)"
+    return f"CACHED {first} (+ {len(rest)} more)"

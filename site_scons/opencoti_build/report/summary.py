@@ -43,6 +43,12 @@ def line(counts: Counts, seconds: float) -> str:
     return f"{text} in {seconds:.1f} s"
 
 
+def dry_line(counts: Counts) -> str:
+    """The last line of ``scons -n``: what a build would do; no step ran, nothing was written."""
+    return (f"would compile {counts.compiled}, restore {counts.cached} from cache, {counts.current} up to date "
+            "(dry run: nothing was written)")
+
+
 PROGRESS = re.compile(r"^\[\d+/\d+\] ")  # the prefix site_tools/build_summary gives each step's line
 
 

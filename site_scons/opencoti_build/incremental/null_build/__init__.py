@@ -18,7 +18,7 @@ looked at appeared or vanished, the includes SCons scanned (its implicit cache):
 Such a run keeps every recorded path in its own record, since it skips the work that observed them.
 
 Never recorded, so never fast: runs with options other than -Q, -s, -k, -j N; runs asking for
-``package`` or ``verify``; runs whose graph holds a step that always runs; failed or interrupted runs; and a run during which
+``package``, ``verify`` or ``install``, or for a trace (``TRACE=``); runs whose graph holds a step that always runs; failed or interrupted runs; and a run during which
 a file it read outside the output directories changed (its stat at the end differs from the first
 one seen: it may have been read before the change).
 
@@ -35,7 +35,7 @@ What callers use is imported here from the package's modules:
 from __future__ import annotations
 
 from opencoti_build.incremental.null_build.check import CarryOver, Memo, carry_over, difference, eligible
-from opencoti_build.incremental.null_build.observe import Recorder, reading_done, start
+from opencoti_build.incremental.null_build.observe import Recorder, reading_done, start, unrecorded
 from opencoti_build.incremental.null_build.record import (
     FORMAT,
     RECORD_NAME,
@@ -48,4 +48,4 @@ from opencoti_build.incremental.null_build.record import (
 )
 from opencoti_build.incremental.null_build.replay import replay
 
-__all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "environment", "Record", "interpreter", "record_file", "eligible", "difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done"]
+__all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "environment", "Record", "interpreter", "record_file", "eligible", "difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]

@@ -12,7 +12,8 @@ from opencoti_build.incremental.null_build.record import Record, Signature, envi
 _FREE_OPTIONS = {"-Q", "-s", "--silent", "--quiet", "-k", "--keep-going"}
 _WITH_VALUE: dict[str, Callable[[str], bool]] = {"-j": str.isdigit, "--jobs": str.isdigit,
                                                  "-C": bool, "--directory": bool}
-_NEVER_FAST = {"package", "verify"}  # their checks read whole artifacts: always the full path
+_NEVER_FAST = {"package", "verify", "install"}  # their checks read whole artifacts: always the full path
+_NEVER_FAST_VARIABLES = {"TRACE"}  # its file is written by the build phase, which the fast path skips
 
 
 def eligible(args: Sequence[str]) -> bool:
@@ -35,6 +36,8 @@ def eligible(args: Sequence[str]) -> bool:
         if arg.startswith("-"):
             return False
         if "=" not in arg and arg in _NEVER_FAST:
+            return False
+        if arg.partition("=")[0] in _NEVER_FAST_VARIABLES and arg.partition("=")[2]:
             return False
     return value_check is None
 

@@ -212,6 +212,11 @@ def start(record_path: str, args: Sequence[str], running: str) -> Recorder:
 
 
 
+def unrecorded(stream: TextIO) -> TextIO:
+    """``stream`` without the recorder's copy: for lines a null build must not replay (notes said once)."""
+    return stream._stream if isinstance(stream, _Tee) else stream
+
+
 def reading_done(recorder: Recorder) -> None:
     """The SConscripts are read: stop keeping the output (what follows is the build's)."""
     for name in ("stdout", "stderr"):
