@@ -58,8 +58,9 @@ PATCHES: dict[str, Patch] = {
     "task executed": Patch(SCons.Script.Main.BuildTask, "executed",
                            "no public hook runs after a step finished, with its state (built, cached, current)"),
     "task failed": Patch(SCons.Script.Main.BuildTask, "failed", "no public hook runs when a step failed"),
-    "taskmaster targets": Patch(SCons.Taskmaster.Taskmaster, "__init__",
-                                "the top-level targets in the order SCons walks them are known only here"),
+    "task needs execute": Patch(SCons.Script.Main.BuildTask, "needs_execute",
+                                "its `x' is up to date line for each top-level target, which the summary's count "
+                                "says, has no option of its own to turn off (-s turns off the step lines too)"),
     "sconsign write": Patch(SCons.SConsign, "write",
                             "whether the build phase ended (SCons wrote its signatures) has no public hook"),
 }
@@ -103,6 +104,13 @@ def install(name: str, make: Callable[[Any], Any], version: str = SCons.__versio
     setattr(replacement, MARK, name)
     setattr(patch.owner, patch.attribute, replacement)
     return True
+
+
+def quiet_needs_execute(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """BuildTask.needs_execute without its "is up to date" line: SCons's decision, the Taskmaster task's own."""
+    def needs_execute(task: Any) -> bool:
+        return bool(SCons.Taskmaster.OutOfDateTask.needs_execute(task))
+    return needs_execute
 
 
 class ConfiguredCacheDir(SCons.CacheDir.CacheDir):

@@ -54,6 +54,7 @@ def _launcher_report(env: Any, run: BuildRun) -> None:
 
 def generate(env: Any, run: BuildRun) -> None:
     engine.install("task execute", lambda original: lambda task: run.timed(task, original))
+    engine.install("task needs execute", engine.quiet_needs_execute)  # the summary line counts what is current
     engine.install("task executed", lambda original: lambda task: run.executed(task, original))
     engine.install("task failed", lambda original: lambda task: run.failed(task, original))
     env["PRINT_CMD_LINE_FUNC"] = run.print_step

@@ -1,13 +1,12 @@
 """SCons tool: the build's side of the null build's record (opencoti_build/incremental/null_build/).
 
-Notes, for the recorder SConstruct started, the top-level targets in the order a null build says "is up
-to date" of them, refuses a graph with a step that always runs (it would run on a null build too), and
-writes the record at exit when the build phase ended (SCons wrote its sconsign) without a failure. A sconsign that
+For the recorder SConstruct started: refuses a graph with a step that always runs (it would run on a null build
+too), and writes the record at exit when the build phase ended (SCons wrote its sconsign) without a failure. A sconsign that
 cannot be written (a full disk) is one error line and exit 2, and no record.
 
 Construction variables: none read or set. Load it once, with ``recorder=`` (a ``null_build.Recorder``) and
 ``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose step count goes into the record); it wraps SCons's
-task preparation, its Taskmaster's constructor and its sconsign write (through opencoti_scons.engine).
+task preparation and its sconsign write (through opencoti_scons.engine).
 """
 from __future__ import annotations
 
@@ -29,14 +28,6 @@ def _prepare(recorder: Recorder, prepare: Any) -> Any:
             recorder.ok = False
         return prepare(task)
     return prepare_noting
-
-
-def _taskmaster(recorder: Recorder, taskmaster_init: Any) -> Any:
-    def taskmaster_noting(self: Any, targets: Any = (), *args: Any, **kwargs: Any) -> None:
-        # in this order a null build says "is up to date" of each top-level target that has a builder
-        recorder.top_targets[:] = [str(t) for t in targets if t.has_builder()]
-        taskmaster_init(self, targets, *args, **kwargs)
-    return taskmaster_noting
 
 
 def _sconsign_write(recorder: Recorder, write: Any) -> Any:
@@ -64,7 +55,6 @@ def _finish(recorder: Recorder, run: BuildRun) -> None:
 
 def generate(env: Any, recorder: Recorder, run: BuildRun) -> None:
     if engine.install("task prepare", lambda original: _prepare(recorder, original)):
-        engine.install("taskmaster targets", lambda original: _taskmaster(recorder, original))
         engine.install("sconsign write", lambda original: _sconsign_write(recorder, original))
         atexit.register(_finish, recorder, run)
 

@@ -33,7 +33,7 @@ def test_difference_names_what_changed(tmp_path: Path) -> None:
     paths = {str(source): null_build.signature(str(source), False), str(listed): null_build.signature(str(listed), True),
              str(tmp_path / "absent.h"): None}
     record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(listed)}, [], (),
-                               [(1, "NOTE\n")], ["host"], 3)
+                               [(1, "NOTE\n")], 3)
     record.dump(str(tmp_path / "record"))
     loaded = null_build.Record.load(str(tmp_path / "record"))
     assert loaded == record
@@ -62,7 +62,7 @@ def test_carry_over_only_when_the_reading_is_the_same(tmp_path: Path) -> None:
     paths = {str(p): sign(p) for p in (read, looked_for, header, searched, listed)}
     paths[str(searched / "x.h")] = None  # a header search looked here first
     record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(searched), str(listed)}, [], (),
-                               [], ["host"], 3, reading={str(read), str(listed)}, reading_found={str(looked_for)},
+                               [], 3, reading={str(read), str(listed)}, reading_found={str(looked_for)},
                                memo={"key": "value"})
     record.dump(str(tmp_path / "record"))
     record = null_build.Record.load(str(tmp_path / "record"))
@@ -143,7 +143,7 @@ def test_a_file_signature_holds_its_permission_bits(tmp_path: Path) -> None:
 def test_difference_names_the_working_directory_every_changed_variable_and_a_missing_file(tmp_path: Path) -> None:
     present = tmp_path / ".sconsign.dblite"
     present.write_text("")
-    record = null_build.Record(["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING, {}, set(), [str(present)], (), [], [], 0)
+    record = null_build.Record(["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING, {}, set(), [str(present)], (), [], 0)
     assert null_build.difference(record, ["-Q"], "/elsewhere", {"A": "1", "B": "2"}, RUNNING) == "the working directory"
     assert null_build.difference(record, ["-Q"], "/co", {"B": "3", "C": "4"}, RUNNING) == "the environment (A, B, C)"
     assert null_build.difference(record, ["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING) is None
@@ -155,12 +155,12 @@ def test_a_record_of_another_format_or_shape_is_no_record(tmp_path: Path) -> Non
     import marshal
 
     path = tmp_path / "record"
-    good = null_build.Record(["-Q"], "/co", {}, RUNNING, {}, {"/co/src"}, [], (), [], ["host"], 1)
+    good = null_build.Record(["-Q"], "/co", {}, RUNNING, {}, {"/co/src"}, [], (), [], 1)
     good.dump(str(path))
     assert null_build.Record.load(str(path)) == good  # sets come back as sets
     fields = marshal.loads(path.read_bytes())
     others = [(2,) + (None,) * 14,  # format 2's tuple
-              {**fields, "format": 2}, {k: v for k, v in fields.items() if k != "memo"}, {**fields, "extra": 1},
+              {**fields, "format": 3}, {k: v for k, v in fields.items() if k != "memo"}, {**fields, "extra": 1},
               [null_build.FORMAT] + [None] * 14, "text"]
     for other in others:
         path.write_bytes(marshal.dumps(other))

@@ -7,8 +7,8 @@ touches the file system: every path it stat'ed (``os.stat``/``os.lstat``: existe
 node stats, ``shutil.which``), opened (audit event ``open``), listed (``os.listdir``/``os.scandir``)
 or ran (``subprocess.Popen``, with the git files a ``git -C`` probe reads), every imported module's
 file, its command line, working directory and whole environment. The next run compares all of it
-first: when nothing differs it prints what the recorded run printed while reading, SCons' "is up to
-date" lines and the summary, and exits. Any difference, and any run this cannot vouch for, takes the
+first: when nothing differs it prints what the recorded run printed while reading and the summary,
+and exits. Any difference, and any run this cannot vouch for, takes the
 full path, which decides exactly as before.
 
 When only the build phase's files changed (an edit of a source or header: nothing the SConscripts read

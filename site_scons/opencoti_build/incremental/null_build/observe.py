@@ -63,7 +63,6 @@ class Recorder:
     first: dict[str, Signature] = field(default_factory=dict)
     listed: set[str] = field(default_factory=set)
     read_phase: list[tuple[int, str]] = field(default_factory=list)
-    top_targets: list[str] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     ok: bool = True
     reading_done: bool = False
@@ -182,7 +181,7 @@ class Recorder:
                 return  # read, then changed while this run was going: it may have used the old one
             paths[path] = now
         Record(self.args, self.cwd, self.environ, self.interpreter, paths, self.listed, self.present, self.hidden,
-               self.read_phase, self.top_targets, steps, (self.reading | code) & paths.keys(),
+               self.read_phase, steps, (self.reading | code) & paths.keys(),
                (self.reading_found - code) & paths.keys(), self.memo).dump(self.record_path)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 RECORD_NAME = ".null-build"
-FORMAT = 3  # 3: the fields by name
+FORMAT = 4  # 3: the fields by name; 4: no top-level targets (no "is up to date" lines)
 _VOLATILE_ENV = {"_", "OLDPWD"}  # set by the shell per command, read by nothing here
 Signature = tuple | None
 
@@ -53,7 +53,6 @@ class Record:
     present: list[str]  # files that must exist, whatever their stat (SCons' own sconsign)
     hidden: tuple[str, ...]  # outputs and scratch, left out of directory listings
     replay: list[tuple[int, str]]  # (1 stdout | 2 stderr, text), in the order written
-    top_targets: list[str]
     steps: int
     reading: set[str] = field(default_factory=set)  # what the SConscripts read, listed or ran, and the code
     reading_found: set[str] = field(default_factory=set)  # what they only stat'ed: its existence counts

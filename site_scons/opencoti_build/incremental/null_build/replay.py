@@ -1,4 +1,5 @@
-"""The fast path's output: what the recorded run printed while reading, the "is up to date" lines, the summary."""
+"""The fast path's output: what the recorded run printed while reading, then the summary (no "is up to date"
+lines: a full run drops them too, the summary counts what is current)."""
 from __future__ import annotations
 
 import sys
@@ -6,7 +7,7 @@ import sys
 from opencoti_build.incremental.null_build.record import Record
 
 
-def replay(record: Record, quiet: bool, silent: bool, seconds: float) -> None:
+def replay(record: Record, quiet: bool, seconds: float) -> None:
     """Print what a full run prints when it finds nothing to do (``seconds``: this run's time so far)."""
     from opencoti_build.report import summary
 
@@ -17,9 +18,6 @@ def replay(record: Record, quiet: bool, silent: bool, seconds: float) -> None:
     out = sys.stdout
     if not quiet:
         out.write("scons: done reading SConscript files.\nscons: Building targets ...\n")
-    if not silent:
-        for target in record.top_targets:
-            out.write(f"scons: `{target}' is up to date.\n")
     if not quiet:
         out.write("scons: done building targets.\n")
     out.write(summary.line(summary.Counts(current=record.steps), seconds) + "\n")
