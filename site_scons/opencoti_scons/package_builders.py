@@ -10,7 +10,7 @@ import SCons.Errors
 from SCons.Script import Action
 
 from opencoti_build.artifacts import manifest as manifests
-from opencoti_build.artifacts import packaging, verify
+from opencoti_build.artifacts import packaging, provenance, verify
 from opencoti_build.config import versioning
 from opencoti_build.config.versioning import Identity
 from opencoti_build.incremental import import_closure
@@ -18,6 +18,7 @@ from opencoti_build.incremental import import_closure
 # the code that decides the artifact's bytes / the manifest's (this file writes the manifest): an edit repackages
 ARTIFACT_CODE = [str(p) for p in import_closure.source_files(packaging.__name__)]
 MANIFEST_CODE = [str(p) for p in import_closure.source_files(manifests.__name__, packaging.__name__)] + [__file__]
+PROVENANCE_CODE = [str(p) for p in import_closure.source_files(provenance.__name__)] + [__file__]
 _UNREAD = "unread: the packager signs it"  # a signature no file has; never left in a node past the decision
 
 
@@ -106,6 +107,21 @@ def _write_manifest(target, source, env):
     return 0
 
 
+def _write_provenance(target, source, env):
+    """The SBOM and the provenance Statement (signed with SIGNING_KEY) of the artifact the manifest describes."""
+    manifest = manifests.read(Path(source[0].abspath))
+    meta = json.loads(source[1].read())
+    sources = [provenance.Source(**s) for s in meta["sources"]]
+    artifact = Path(source[0].abspath[: -len(manifests.MANIFEST_SUFFIX)])
+    try:
+        signer = provenance.load_private_key(Path(meta["signingKey"])) if meta["signingKey"] else None
+        statement = provenance.statement(manifest, sources, meta["parameters"])
+        provenance.write(artifact, provenance.sbom(manifest, sources), provenance.statement_line(statement, signer))
+    except provenance.ProvenanceError as exc:
+        raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    return 0
+
+
 def _verify_manifests(manifest_paths: list[str]):
     def verify_all(target, source, env):
         failed = []
@@ -121,11 +137,14 @@ def _verify_manifests(manifest_paths: list[str]):
     return verify_all
 
 
-def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta: dict):
-    """Build ``artifact`` (+ ``record``) from the file nodes ``sources`` and ``spec``, then ``manifest`` from ``meta``.
+def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta: dict, attestation: dict):
+    """Build ``artifact`` (+ ``record``) from the file nodes ``sources`` and ``spec``, then ``manifest`` from ``meta``,
+    then the SBOM and the provenance Statement from the manifest and ``attestation``.
 
     ``spec``: host, dsos (backend -> path), model, args (paths or None), align, epoch.
     ``meta``: identity (Identity fields), hostPrebuilt, patches, toolchains, epoch.
+    ``attestation``: sources (provenance.Source fields), parameters (the Statement's external parameters),
+    signingKey (a PEM file, or "": unsigned).
     """
     for node in sources:  # the model and a prebuilt host: sources the packager reads whole and signs
         if not node.has_builder() and node.abspath in (spec["host"], spec["model"]):
@@ -140,21 +159,29 @@ def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta
         Action(_write_manifest, "MANIFEST $TARGET"),
     )
     env.Depends(written, [built[0]] + MANIFEST_CODE)
+    key = [env.File(attestation["signingKey"])] if attestation["signingKey"] else []  # a new key signs again
+    attested = env.Command(
+        [str(provenance.sbom_path(artifact)), str(provenance.statement_path(artifact))],
+        [written[0], env.Value(json.dumps(attestation, sort_keys=True))] + key,
+        Action(_write_provenance, "PROVENANCE $TARGET"),
+    )
+    env.Depends(attested, PROVENANCE_CODE)
     # a failed or interrupted packaging must leave the previous artifact in place (SCons would
     # otherwise delete targets before building them), and multi-GiB artifacts stay out of CacheDir
-    env.Precious(built + written)
-    env.NoCache(built + written)
-    return [built[0], written[0]]
+    env.Precious(built + written + attested)
+    env.NoCache(built + written + attested)
+    return [built[0], written[0], *attested]
 
 
-def LlamafileVerify(env, name, manifest_nodes, build_first: bool):
-    """Alias ``name``: check each manifest's artifact as it lies in the dist dir; always runs.
+def LlamafileVerify(env, name, manifest_nodes, build_first: bool, attested=()):
+    """Alias ``name``: check each manifest's artifact (and its SBOM and Statement, ``attested``) as it lies in the
+    dist dir; always runs.
 
     It reads and never writes: unless ``build_first`` (``package`` asked for on the same command
     line), nothing is packaged first, so an artifact changed by hand is reported, not silently redone.
     """
     paths = [node.abspath for node in manifest_nodes]
-    alias = env.Alias(name, manifest_nodes if build_first else [],
+    alias = env.Alias(name, [*manifest_nodes, *attested] if build_first else [],
                       Action(_verify_manifests(paths), "VERIFY " + " ".join(paths)))
     env.AlwaysBuild(alias)
     return alias

@@ -125,12 +125,17 @@ def test_package_from_a_checkout_writes_both_artifacts_that_verify(tmp_path: Pat
     dist = tmp_path / "b" / "dist" / "llamafile"
     bare, embedder = f"opencoti-llamafile-{version}-{TAG}-x86_64.llamafile", f"opencoti-embedder-{version}-x86_64.llamafile"
     assert sorted(p.name for p in dist.iterdir()) == sorted(
-        [bare, bare + ".MANIFEST.json", embedder, embedder + ".MANIFEST.json"])
+        name + suffix for name in (bare, embedder) for suffix in ("", ".MANIFEST.json", ".cdx.json", ".intoto.jsonl"))
     manifest = json.loads((dist / (bare + ".MANIFEST.json")).read_text())
     assert manifest["llamafileVersion"] == version and manifest["dsos"] == [] and manifest["patches"] == []
     assert manifest["host"]["name"] == "llama-server" and not manifest["host"]["prebuilt"]
     assert f"OK: {dist / embedder} matches" in proc.stdout
     assert "tiny.gguf" in {e["name"] for e in json.loads((dist / (embedder + ".MANIFEST.json")).read_text())["entries"]}
+    # the SBOM names the checkout's tree as its source (the fixture's has no LICENSE file, nor a git root of its own)
+    sources = [c for c in json.loads((dist / (embedder + ".cdx.json")).read_text())["components"]
+               if {"name": "opencoti:role", "value": "source"} in c["properties"]]
+    assert [(c["name"], c["version"], c.get("licenses"), len(c["properties"])) for c in sources] == [
+        ("llama.cpp", version, None, 1)]
 
 
 @pytest.mark.parametrize("problem", ["not-a-checkout", "too-new"])

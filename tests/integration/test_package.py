@@ -56,7 +56,7 @@ def test_package_writes_both_artifacts_that_run_and_verify(tmp_path: Path, input
                                                                         "NOTE: rocm"))], said
     out = dist(tmp_path)
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [BARE, BARE + ".MANIFEST.json", EMBEDDER, EMBEDDER + ".MANIFEST.json"])
+        name + suffix for name in (BARE, EMBEDDER) for suffix in ("", ".MANIFEST.json", ".cdx.json", ".intoto.jsonl"))
     # how to run each, said at the end: an APE through sh (Linux without binfmt_misc)
     assert [line for line in packaged.stdout.splitlines() if line.startswith("run: ")] == [
         f"run: sh {out / BARE} --server -m MODEL.gguf",

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from opencoti_build import cli, files
-from opencoti_build.artifacts import manifest, packaging, verify
+from opencoti_build.artifacts import manifest, packaging, provenance, verify
 from opencoti_build.config.versioning import Identity
 from opencoti_build.gpu import backends
 
@@ -43,6 +43,9 @@ def _package(tmp_path: Path, dsos: dict[str, bytes] | None = None, *, align: int
         epoch=0,
     )
     manifest.write(manifest.manifest_path(out), data)
+    sources = [provenance.Source("llamafile", MINI_VERSION, None, "Apache-2.0")]
+    statement = provenance.statement(data, sources, {"targets": ["package"], "variables": {}})
+    provenance.write(out, provenance.sbom(data, sources), provenance.statement_line(statement))
     return out, data
 
 

@@ -16,9 +16,11 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from opencoti_build import files, project
 from opencoti_build.artifacts import manifest as manifests
+from opencoti_build.artifacts import provenance
 from opencoti_build.formats.executables import APE_MAGIC, ELF_MAGIC
 from opencoti_build.formats.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
 
@@ -83,19 +85,21 @@ def _unzip_l_line(info: zipfile.ZipInfo) -> str:
     return f"{info.file_size:>9}  {mo:02d}-{d:02d}-{y:04d} {h:02d}:{mi:02d}   {info.filename}"
 
 
-def _check_entries(artifact: Path, manifest: dict, report: Report) -> None:
+def _check_entries(artifact: Path, manifest: dict, report: Report) -> dict[str, str]:
+    """Check every zip entry against the manifest; returns each entry's SHA-256 as read from the artifact."""
     align = int(manifest.get("align") or 1)
+    read: dict[str, str] = {}
     try:
         store = read_zip_store(artifact)
     except ZipStoreError as exc:
         report.problems.append(str(exc))
-        return
+        return read
     expected = {e["name"]: e for e in manifest.get("entries", [])}
     try:
         archive = zipfile.ZipFile(artifact)
     except (zipfile.BadZipFile, OSError) as exc:
         report.problems.append(f"{artifact}: Python's zipfile cannot read it ({exc})")
-        return
+        return read
     with archive, open(artifact, "rb") as raw:
         members = {i.filename: i for i in archive.infolist()}
         report.lines.append(f"$ unzip -l {artifact} | grep ggml-")
@@ -104,6 +108,10 @@ def _check_entries(artifact: Path, manifest: dict, report: Report) -> None:
             want = expected.pop(record.name, None)
             if want is None:
                 report.problems.append(f"{artifact}: entry {record.name!r} is not in the manifest")
+                try:  # still read: the SBOM is checked against what the artifact holds, not against the manifest
+                    read[record.name] = _member_sha256(archive, members[record.name])
+                except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error):
+                    pass
                 continue
             try:
                 offset = data_offset(raw, artifact, record, store.cd_offset)
@@ -129,9 +137,11 @@ def _check_entries(artifact: Path, manifest: dict, report: Report) -> None:
                 except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error) as exc:
                     report.problems.append(f"{record.name}: cannot read it back ({exc})")
                     continue
+            read[record.name] = digest
             if digest != want.get("sha256"):
                 report.problems.append(f"{record.name}: sha256 {digest}, manifest says {want.get('sha256')}")
         report.problems += [f"{artifact}: manifest entry {name!r} is missing from the archive" for name in expected]
+    return read
 
 
 def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Report) -> None:
@@ -149,8 +159,9 @@ def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Rep
                 report.problems.append(f"{dso['name']}: {label} copy {path} has sha256 {digest}, the artifact {dso['sha256']}")
 
 
-def verify(artifact: Path, vendor_dist: Path, home: Path) -> Report:
-    """Check ``artifact`` against its MANIFEST.json; the report says what was found."""
+def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None) -> Report:
+    """Check ``artifact`` against its MANIFEST.json, then its SBOM and provenance Statement (their signature with
+    ``public_key``: provenance.load_public_key); the report says what was found."""
     report = Report()
     manifest_file = manifests.manifest_path(artifact)
     report.refused = not_an_artifact(artifact)
@@ -163,7 +174,7 @@ def verify(artifact: Path, vendor_dist: Path, home: Path) -> Report:
         return report
     sha = files.sha256(artifact)
     size = artifact.stat().st_size
-    _check_entries(artifact, manifest, report)
+    entries = _check_entries(artifact, manifest, report)
     report.lines += [f"$ sha256sum {artifact}", f"{sha}  {artifact}",
                      f"$ jq -r .sha256 {manifest_file}", str(manifest.get("sha256"))]
     if sha != manifest.get("sha256"):
@@ -171,6 +182,13 @@ def verify(artifact: Path, vendor_dist: Path, home: Path) -> Report:
     if size != manifest.get("size"):
         report.problems.append(f"{artifact}: size {size}, manifest says {manifest.get('size')}")
     _check_dso_copies(manifest, vendor_dist, home, report)
+    mismatch = provenance.first_mismatch(artifact, sha, entries, public_key)
+    if mismatch:
+        report.problems.append(mismatch)  # the first one: the rest follow from it or from the problems above
+    elif provenance.statement_path(artifact).is_file():
+        report.lines.append(f"provenance: {provenance.sbom_path(artifact).name} and "
+                            f"{provenance.statement_path(artifact).name} match the artifact"
+                            + (" (signature verified)" if public_key is not None else ""))
     return report
 
 
@@ -199,10 +217,17 @@ def main(argv: list[str]) -> int:
                         help="BACKEND_DIST_DIR holding llamafile/<backend>/<ver>/ggml-<backend>.so (default: %(default)s)")
     parser.add_argument("--home", type=Path, default=Path(os.path.expanduser("~")),
                         help="home whose .llamafile/v/<ver>/ mirror is checked (default: %(default)s)")
+    parser.add_argument("--pubkey", type=Path, metavar="PEM",
+                        help="public key the provenance Statement's DSSE signature must verify with")
     ns = parser.parse_args(argv)
+    try:
+        public_key = provenance.load_public_key(ns.pubkey) if ns.pubkey else None
+    except provenance.ProvenanceError as exc:
+        print(f"FAILED: {exc}")
+        return 1
     status = 0
     for artifact in ns.artifacts:
-        status |= print_report(artifact, verify(artifact, ns.vendor_dist, ns.home))
+        status |= print_report(artifact, verify(artifact, ns.vendor_dist, ns.home, public_key))
     return status
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from opencoti_build import project
+from opencoti_build.artifacts import provenance
 from opencoti_build.cache import launchers, remote_cache
 from opencoti_build.config import upstream_pin
 from opencoti_build.errors import UserError, os_error_line
@@ -42,7 +43,8 @@ Targets:
   rocm          ggml-rocm.so  (hipcc; ROCM_PATH)
   vulkan        ggml-vulkan.so (glslc; VULKAN_SDK)
   backends      every backend whose toolchain is present (fails if none built, unless CPU_ONLY=1)
-  package       dist/llamafile/opencoti-llamafile-<ver>-<tag>-<arch>.llamafile (+ embedder with MODEL=)
+  package       dist/llamafile/opencoti-llamafile-<ver>-<tag>-<arch>.llamafile (+ embedder with MODEL=), each with
+                its MANIFEST.json, CycloneDX SBOM (.cdx.json) and SLSA provenance (.intoto.jsonl; SIGNING_KEY signs)
   verify        check the packaged artifacts against their manifests
   install       what `package` makes, the thin binary and the embedded DSOs, copied to $DESTDIR$PREFIX/bin
   native        the native-ELF lane: $BUILD_DIR/native/bin/llama-server + lib/ (host gcc; LLAMACPP)
@@ -112,6 +114,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("VULKAN_SDK", "Vulkan SDK; empty: $OPENCOTI_VULKAN_SDK, glslc on PATH", _env_default("OPENCOTI_VULKAN_SDK", "")),
     Variable("CPU_ONLY", "package without GPU DSOs / let `backends` build none", False),
     Variable("MODEL", "GGUF to embed in the embedder artifact", ""),
+    Variable("SIGNING_KEY", "PEM private key (ed25519 or ECDSA P-256) signing each artifact's provenance Statement as "
+             "a DSSE envelope (<artifact>.intoto.jsonl); empty: the Statement unsigned", ""),
     Variable("PREFIX", "`scons install` copies the binaries, artifacts and DSOs to $PREFIX/bin", "/usr/local"),
     Variable("DESTDIR", "staging root put before PREFIX by `scons install` (packagers' DESTDIR)",
              _env_default("DESTDIR", "")),
@@ -208,6 +212,11 @@ EPOCH_MAX = 253402300799  # 9999-12-31T23:59:59Z, the latest SOURCE_DATE_EPOCH g
 ALIGN_MAX = 1 << 30
 # Directories the build writes into: (variable, may be empty). An empty CACHE_DIR turns the cache off.
 OUTPUT_DIRS = (("BUILD_DIR", False), ("DIST_DIR", False), ("BACKEND_DIST_DIR", False), ("CACHE_DIR", True))
+# Variables that say where outputs go or how a run reports, never what an artifact holds: left out of the
+# provenance Statement's external parameters, so that a build laid out elsewhere attests the same.
+NOT_SHAPING = frozenset(("BUILD_DIR", "DIST_DIR", "BACKEND_DIST_DIR", "CACHE_DIR", "CACHE_URL", "COMPILEDB",
+                         "COMPILEDB_ARCH", "TRACE", "VERBOSE", "CCWRAPPER", "MIRROR", "PREFIX", "DESTDIR",
+                         "SIGNING_KEY", "APPLIED_SERIES", "FILE"))
 # Files the build writes: an empty value (but TRACE's: no trace) or a directory there is refused.
 OUTPUT_FILES = ("APPLIED_SERIES", "COMPILEDB", "TRACE")
 DEFAULTS = {"PREFIX": "/usr/local", "BUILD_DIR": "build", "DIST_DIR": "dist", "BACKEND_DIST_DIR": "vendors/dist", "CACHE_DIR": ".opencoti/cache",
@@ -306,7 +315,7 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
     SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), LLAMACPP (a llama.cpp checkout of a known
     ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL), and for
-    the ``install`` target PREFIX and DESTDIR (:func:`install_bin`).
+    the ``install`` target PREFIX and DESTDIR (:func:`install_bin`); SIGNING_KEY (a key that signs).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
     for name, may_be_empty in OUTPUT_DIRS:
@@ -362,6 +371,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
         compile_file(env, project)
     if "install" in map(str, targets):
         install_bin(env, project)
+    if env.get("SIGNING_KEY"):  # a key that cannot sign is refused before the artifacts are written
+        provenance.load_private_key(_resolved(str(env["SIGNING_KEY"]), project))
     launcher_argv(env, os.environ)
     if env["LLAMACPP"]:  # a checkout of a ggml the description does not know, refused before a byte is written
         upstream.checkout_dir(str(env["LLAMACPP"]), str(_resolved(src, project)), str(project))

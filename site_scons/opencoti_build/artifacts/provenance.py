@@ -1,0 +1,345 @@
+"""What went into an artifact, in the formats the supply-chain tools read, made from its MANIFEST.json.
+
+- ``<artifact>.cdx.json``: a CycloneDX 1.6 SBOM (cyclonedx-python-lib): the artifact as the metadata component; a
+  component per zip entry and for the host binary, each with its SHA-256; the source trees (commit, license), each
+  patch of the series with its digest, and the toolchains with their versions. Every component carries an
+  ``opencoti:role`` property (host, entry, source, patch, toolchain) that verify reads back.
+- ``<artifact>.intoto.jsonl``: one line, an in-toto v1 Statement (in-toto-attestation) whose subject is the artifact
+  and its SHA-256, with a SLSA provenance v1 predicate; with a signing key, a DSSE envelope of that Statement
+  (securesystemslib: PAE, ed25519 or ECDSA P-256).
+
+Both are a function of the manifest and the build's parameters alone: no clock, no random serial (the serial is a
+UUIDv5 of the artifact's digest, the times SOURCE_DATE_EPOCH), so the same inputs give the same bytes. An ed25519
+signature is deterministic too; an ECDSA one is not (a new nonce each time), the Statement inside it is.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opencoti_build.errors import UserError
+from opencoti_build.incremental import tempfiles
+
+SBOM_SUFFIX = ".cdx.json"
+STATEMENT_SUFFIX = ".intoto.jsonl"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+BUILD_TYPE = "https://opencoti.dev/build/llamafile-package/v1"
+BUILDER_ID = "https://opencoti.dev/build/scons"
+ROLE = "opencoti:role"
+
+
+class ProvenanceError(UserError):
+    """A signing key or a provenance file that cannot be used: one line naming it."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source tree an artifact was built from."""
+
+    name: str  # llamafile, llama.cpp
+    version: str
+    commit: str | None  # its git commit, when it is a git checkout
+    license: str | None  # an SPDX id, when the tree's LICENSE file says which
+
+
+# What a tree's LICENSE file says, as an SPDX id: every phrase must appear in its first 4 KiB.
+LICENSE_TEXTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Apache-2.0", ("Apache License", "Version 2.0")),
+    ("MIT", ("Permission is hereby granted, free of charge",)),
+)
+
+
+def source(name: str, version: str, root: Path) -> Source:
+    """The source tree at ``root``: its commit when it is the root of a git checkout, its LICENSE's SPDX id."""
+    commit = None
+    try:
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=30, check=False)
+        lines = top.stdout.split()
+        if top.returncode == 0 and len(lines) == 2 and Path(lines[0]).resolve() == root.resolve():
+            commit = lines[1]  # not a tree inside another checkout (the miniature one inside this project)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    license_id = None
+    for candidate in ("LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING"):
+        try:
+            head = (root / candidate).read_text(encoding="utf-8", errors="replace")[:4096]
+        except OSError:
+            continue
+        license_id = next((spdx for spdx, phrases in LICENSE_TEXTS if all(p in head for p in phrases)), None)
+        break
+    return Source(name, version, commit, license_id)
+
+
+def sbom_path(artifact: Path | str) -> Path:
+    return Path(str(artifact) + SBOM_SUFFIX)
+
+
+def statement_path(artifact: Path | str) -> Path:
+    return Path(str(artifact) + STATEMENT_SUFFIX)
+
+
+def _epoch_time(epoch: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
+
+
+def _entry_kind(name: str, dso_names: set[str], model: str | None) -> str:
+    if name in dso_names:
+        return "library"
+    if name == model:
+        return "machine-learning-model"
+    return "file"
+
+
+def sbom(manifest: Mapping[str, Any], sources: Sequence[Source]) -> str:
+    """The CycloneDX 1.6 JSON of the artifact ``manifest`` describes (validated against the schema)."""
+    from cyclonedx.model import HashAlgorithm, HashType, Property
+    from cyclonedx.model.bom import Bom, BomMetaData
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.model.license import DisjunctiveLicense
+    from cyclonedx.output.json import JsonV1Dot6
+
+    def sha(digest: str) -> list[HashType]:
+        return [HashType(alg=HashAlgorithm.SHA_256, content=digest)]
+
+    def role(value: str) -> list[Property]:
+        return [Property(name=ROLE, value=value)]
+
+    dso_names = {d["name"] for d in manifest["dsos"]}
+    model = manifest["model"]["name"] if manifest.get("model") else None
+    host = manifest["host"]
+    components = [Component(name=host["name"], type=ComponentType.APPLICATION, bom_ref="host", hashes=sha(host["sha256"]),
+                            version=manifest["versionString"], properties=role("host"))]
+    components += [Component(name=e["name"], type=ComponentType(_entry_kind(e["name"], dso_names, model)),
+                             bom_ref=f"entry:{e['name']}", hashes=sha(e["sha256"]), properties=role("entry"))
+                   for e in manifest["entries"]]
+    components += [Component(name=s.name, type=ComponentType.LIBRARY, bom_ref=f"source:{s.name}", version=s.version,
+                             licenses=[DisjunctiveLicense(id=s.license)] if s.license else None,
+                             properties=role("source") + ([Property(name="opencoti:gitCommit", value=s.commit)]
+                                                          if s.commit else []))
+                   for s in sources]
+    components += [Component(name=p["name"], type=ComponentType.FILE, bom_ref=f"patch:{p['series']}/{p['name']}",
+                             group=p["series"], hashes=sha(p["sha256"]), properties=role("patch"))
+                   for p in manifest["patches"]]
+    components += [Component(name=name, type=ComponentType.APPLICATION, bom_ref=f"toolchain:{name}",
+                             version=str(version), properties=role("toolchain"))
+                   for name, version in sorted(manifest["toolchains"].items())]
+    root = Component(name=manifest["artifact"], type=ComponentType.APPLICATION, bom_ref="artifact",
+                     version=manifest["versionString"], hashes=sha(manifest["sha256"]))
+    bom = Bom(serial_number=uuid.uuid5(uuid.NAMESPACE_URL, f"opencoti:{manifest['sha256']}"),
+              metadata=BomMetaData(timestamp=_epoch_time(manifest["sourceDateEpoch"]), component=root),
+              components=components)
+    bom.register_dependency(root, components)  # the artifact is made of every one of them
+    text: str = JsonV1Dot6(bom).output_as_string(indent=2)
+    problem = schema_problem(text)
+    if problem:
+        raise ProvenanceError(f"the SBOM of {manifest['artifact']} does not validate: {problem}")
+    return text + "\n"
+
+
+def schema_problem(text: str) -> str | None:
+    """Why ``text`` is not a valid CycloneDX 1.6 JSON document (the library's validator), or None."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+    return None if error is None else str(error).splitlines()[0]
+
+
+def statement(manifest: Mapping[str, Any], sources: Sequence[Source], parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The in-toto v1 Statement with a SLSA provenance v1 predicate for the artifact ``manifest`` describes.
+
+    ``parameters``: the external parameters (the targets asked for, the variables that shape the artifact)."""
+    from google.protobuf import json_format
+    from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+    from in_toto_attestation.v1.statement import Statement
+
+    def dependency(name: str, digest: Mapping[str, str], uri: str = "") -> Any:
+        return ResourceDescriptor(name=name, uri=uri, digest=dict(digest)).pb
+
+    resolved = [dependency(f"source:{s.name}", {"gitCommit": s.commit}) for s in sources if s.commit]
+    resolved += [dependency(f"host:{manifest['host']['name']}", {"sha256": manifest["host"]["sha256"]})]
+    resolved += [dependency(f"patch:{p['series']}/{p['name']}", {"sha256": p["sha256"]}) for p in manifest["patches"]]
+    resolved += [dependency(f"dso:{d['name']}", {"sha256": d["sha256"]}) for d in manifest["dsos"]]
+    if manifest.get("model"):
+        resolved.append(dependency(f"model:{manifest['model']['name']}", {"sha256": manifest["model"]["sha256"]}))
+    resolved += [ResourceDescriptor(name=f"toolchain:{name}", annotations={"version": str(version)}).pb
+                 for name, version in sorted(manifest["toolchains"].items())]
+    when = _epoch_time(manifest["sourceDateEpoch"])
+    provenance = provenance_pb2.Provenance()
+    provenance.build_definition.build_type = BUILD_TYPE
+    provenance.build_definition.external_parameters.update(dict(parameters))
+    provenance.build_definition.resolved_dependencies.extend(resolved)
+    provenance.run_details.builder.id = f"{BUILDER_ID}@{manifest['gitCommit']}"
+    provenance.run_details.metadata.invocation_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"opencoti:{manifest['sha256']}"))
+    provenance.run_details.metadata.started_on.FromDatetime(when)
+    provenance.run_details.metadata.finished_on.FromDatetime(when)
+    subject = ResourceDescriptor(name=manifest["artifact"], digest={"sha256": manifest["sha256"]}).pb
+    stmt = Statement([subject], SLSA_PROVENANCE, json_format.MessageToDict(provenance))
+    stmt.validate()
+    document: dict[str, Any] = json_format.MessageToDict(stmt.pb)
+    return document
+
+
+def canonical(document: Mapping[str, Any]) -> bytes:
+    """The bytes a statement is written and signed as: sorted keys, no spaces."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def load_private_key(path: Path) -> Any:
+    """The ed25519 or ECDSA P-256 private key in the PEM file ``path`` (unencrypted), as a signer."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from securesystemslib.signer import CryptoSigner
+
+    try:
+        key = load_pem_private_key(path.read_bytes(), password=None)
+    except OSError as exc:
+        raise ProvenanceError(f"SIGNING_KEY={path}: cannot read it: {exc.strerror}") from None
+    except (ValueError, TypeError) as exc:
+        raise ProvenanceError(f"SIGNING_KEY={path} is not an unencrypted PEM private key ({exc}); give an ed25519 or "
+                              "ECDSA P-256 key, e.g. `openssl genpkey -algorithm ed25519 -out key.pem`") from None
+    if not isinstance(key, ed25519.Ed25519PrivateKey) and not (
+            isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)):
+        raise ProvenanceError(f"SIGNING_KEY={path} is a {type(key).__name__.removeprefix('_')}; DSSE signing here "
+                              "takes an ed25519 or ECDSA P-256 key")
+    return CryptoSigner(key)
+
+
+def load_public_key(path: Path) -> Any:
+    """The public key in the PEM file ``path`` as a securesystemslib key."""
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+    from securesystemslib.signer import SSlibKey
+
+    try:
+        return SSlibKey.from_crypto(load_pem_public_key(path.read_bytes()))
+    except OSError as exc:
+        raise ProvenanceError(f"--pubkey {path}: cannot read it: {exc.strerror}") from None
+    except (ValueError, TypeError) as exc:
+        raise ProvenanceError(f"--pubkey {path} is not a PEM public key ({exc})") from None
+
+
+def statement_line(document: Mapping[str, Any], signer: Any = None) -> str:
+    """The ``.intoto.jsonl`` line: the Statement, or with ``signer`` its DSSE envelope."""
+    if signer is None:
+        return canonical(document).decode() + "\n"
+    from securesystemslib.dsse import Envelope
+
+    envelope = Envelope(payload=canonical(document), payload_type=PAYLOAD_TYPE, signatures={})
+    envelope.sign(signer)
+    return json.dumps(envelope.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def read_statement(path: Path, public_key: Any = None) -> tuple[dict[str, Any], bool]:
+    """(the Statement in ``path``, whether it came in a DSSE envelope); with ``public_key`` the envelope's signature
+    is verified (ProvenanceError when it does not verify, or when the statement is not signed)."""
+    try:
+        line = path.read_text(encoding="utf-8").strip()
+        data = json.loads(line)
+    except OSError as exc:
+        raise ProvenanceError(f"{path}: cannot read it: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ProvenanceError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ProvenanceError(f"{path}: not a Statement or a DSSE envelope")
+    if "payloadType" not in data:
+        if public_key is not None:
+            raise ProvenanceError(f"{path} is not signed, but a public key was given; package with SIGNING_KEY=")
+        return data, False
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+
+    try:
+        envelope = Envelope.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProvenanceError(f"{path}: not a DSSE envelope ({exc})") from None
+    if public_key is not None:
+        try:
+            envelope.verify([public_key], 1)
+        except VerificationError:
+            raise ProvenanceError(f"{path}: its signature does not verify with the public key given") from None
+    try:
+        document = json.loads(envelope.payload)
+    except ValueError as exc:
+        raise ProvenanceError(f"{path}: the envelope's payload is not JSON ({exc})") from None
+    return document, True
+
+
+def write(artifact: Path, sbom_text: str, statement_text: str) -> None:
+    """Write the SBOM and the Statement beside ``artifact``, each by rename (no reader sees half of one)."""
+    for path, text in ((sbom_path(artifact), sbom_text), (statement_path(artifact), statement_text)):
+        try:
+            fd, tmp = tempfiles.create(path)
+        except OSError as exc:
+            raise ProvenanceError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise ProvenanceError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def first_mismatch(artifact: Path, sha256: str, entries: Mapping[str, str], public_key: Any = None) -> str | None:
+    """The first way the SBOM and the Statement beside ``artifact`` disagree with its bytes (``sha256``: the
+    whole file's, ``entries``: each zip entry's SHA-256, as verify read them), or None."""
+    sbom_file, statement_file = sbom_path(artifact), statement_path(artifact)
+    for path in (sbom_file, statement_file):
+        if not path.is_file():
+            return f"{path}: no such file; run `scons package` to write it"
+    text = sbom_file.read_text(encoding="utf-8")
+    problem = schema_problem(text)
+    if problem:
+        return f"{sbom_file}: not a valid CycloneDX 1.6 document: {problem}"
+    bom = json.loads(text)
+    # entry by entry first: a changed entry changes the whole file's digest too, and its name says more
+    listed = {c["name"]: _sha256_of(c) for c in bom.get("components", []) if _role(c) == "entry"}
+    for name, digest in sorted(entries.items()):
+        if name not in listed:
+            return f"{sbom_file}: the artifact's entry {name!r} is not in it"
+        if listed[name] != digest:
+            return f"{sbom_file}: entry {name!r} has sha256 {listed[name]}, the artifact's holds {digest}"
+    extra = sorted(set(listed) - set(entries))
+    if extra:
+        return f"{sbom_file}: lists {extra[0]!r}, which the artifact does not hold"
+    described = _sha256_of(bom["metadata"]["component"])
+    if described != sha256:
+        return f"{sbom_file}: describes an artifact of sha256 {described}, this one's is {sha256}"
+    try:
+        document, _ = read_statement(statement_file, public_key)
+    except ProvenanceError as exc:
+        return str(exc)
+    if document.get("_type") != STATEMENT_TYPE or document.get("predicateType") != SLSA_PROVENANCE:
+        return f"{statement_file}: not an in-toto v1 Statement of SLSA provenance v1"
+    subjects = document.get("subject") or [{}]
+    subject = subjects[0]
+    if subject.get("name") != artifact.name or subject.get("digest", {}).get("sha256") != sha256:
+        return (f"{statement_file}: its subject is {subject.get('name')!r} of sha256 "
+                f"{subject.get('digest', {}).get('sha256')}, the artifact is {artifact.name!r} of sha256 {sha256}")
+    for dep in document["predicate"]["buildDefinition"].get("resolvedDependencies", []):
+        kind, _, name = dep.get("name", "").partition(":")
+        if kind in ("dso", "model") and entries.get(name) != dep.get("digest", {}).get("sha256"):
+            return (f"{statement_file}: resolved dependency {dep['name']} has sha256 "
+                    f"{dep.get('digest', {}).get('sha256')}, the artifact's entry holds {entries.get(name)}")
+    return None
+
+
+def _sha256_of(component: Mapping[str, Any]) -> str | None:
+    return next((h["content"] for h in component.get("hashes", []) if h.get("alg") == "SHA-256"), None)
+
+
+def _role(component: Mapping[str, Any]) -> str | None:
+    return next((p["value"] for p in component.get("properties", []) if p.get("name") == ROLE), None)

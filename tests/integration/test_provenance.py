@@ -1,0 +1,128 @@
+"""`scons package` writes each artifact's SBOM and provenance Statement (signed with SIGNING_KEY), and `verify` holds
+them against the artifact's bytes: through the real scons, packaging a real cosmopolitan executable (HOST=)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
+
+from opencoti_build.artifacts import provenance
+from opencoti_build.config import versioning
+
+from packaging_support import PLEDGE, as_llamafile, write_gguf
+from scons_runs import MINI_TREE, PROJECT, scons
+
+VERSION = versioning.llamafile_version(MINI_TREE)
+EMBEDDER = f"opencoti-embedder-{VERSION}-x86_64.llamafile"
+
+
+def keypair(where: Path, key) -> tuple[Path, Path]:
+    private, public = where / f"{where.name}.pem", where / f"{where.name}.pub"
+    where.mkdir(parents=True, exist_ok=True)
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    return private, public
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("provenance")
+    (root / "in").mkdir()
+    (root / "in" / "strace.args").write_text("-m /zip/tiny.gguf\n--strace\n")  # options the prebuilt host knows
+    signing, public = keypair(root / "signing", ed25519.Ed25519PrivateKey.generate())
+    _, stranger = keypair(root / "stranger", ed25519.Ed25519PrivateKey.generate())
+    return {"root": root, "host": as_llamafile(PLEDGE, root / "in" / "pledge", VERSION),
+            "model": write_gguf(root / "in" / "tiny.gguf"), "args": root / "in" / "strace.args", "key": signing, "pub": public, "stranger": stranger}
+
+
+def package(inputs: dict[str, Path], build: str, *extra: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return scons("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", "ARCH=x86_64", f"HOST={inputs['host']}",
+                 f"MODEL={inputs['model']}", f"ARGS={inputs['args']}", f"SIGNING_KEY={inputs['key']}", *extra, build=inputs["root"] / build,
+                 check=check)
+
+
+def verify(artifact: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "opencoti_build", "verify", str(artifact), *extra],
+                          capture_output=True, text=True, cwd=PROJECT / "site_scons")
+
+
+def test_every_artifact_gets_a_valid_sbom_and_a_signed_statement_that_verify_checks(inputs) -> None:
+    packaged = package(inputs, "a")
+    dist = inputs["root"] / "a" / "dist" / "llamafile"
+    artifacts = sorted(p for p in dist.iterdir() if p.name.endswith(".llamafile"))
+    assert len(artifacts) == 2 and "PROVENANCE" in packaged.stdout
+    for artifact in artifacts:
+        assert provenance.schema_problem(provenance.sbom_path(artifact).read_text()) is None
+        envelope = json.loads(provenance.statement_path(artifact).read_text())
+        assert envelope["payloadType"] == provenance.PAYLOAD_TYPE and len(envelope["signatures"]) == 1
+        checked = verify(artifact, "--pubkey", str(inputs["pub"]))
+        assert checked.returncode == 0, checked.stdout
+        assert (f"provenance: {artifact.name}.cdx.json and {artifact.name}.intoto.jsonl match the artifact "
+                "(signature verified)") in checked.stdout
+    refused = verify(dist / EMBEDDER, "--pubkey", str(inputs["stranger"]))
+    fails = [line for line in refused.stdout.splitlines() if line.startswith("FAIL: ")]
+    assert refused.returncode == 1 and fails == [
+        f"FAIL: {dist / EMBEDDER}.intoto.jsonl: its signature does not verify with the public key given"]
+
+
+def test_two_builds_of_the_same_inputs_attest_byte_identically(inputs) -> None:
+    package(inputs, "b")
+    package(inputs, "c")  # another build directory, dist and cache: none of them is a parameter of the artifact
+    for name in (EMBEDDER + provenance.SBOM_SUFFIX, EMBEDDER + provenance.STATEMENT_SUFFIX):
+        first, second = (inputs["root"] / d / "dist" / "llamafile" / name for d in ("b", "c"))
+        assert first.read_bytes() == second.read_bytes(), name
+    document, signed = provenance.read_statement(inputs["root"] / "b" / "dist" / "llamafile" /
+                                                 (EMBEDDER + provenance.STATEMENT_SUFFIX),
+                                                 provenance.load_public_key(inputs["pub"]))
+    assert signed and document["predicate"]["buildDefinition"]["externalParameters"]["variables"] == {
+        "ARCH": "x86_64", "ARGS": str(inputs["args"]), "CPU_ONLY": "1", "HOST": str(inputs["host"]),
+        "MODEL": str(inputs["model"]), "SRC": str(MINI_TREE)}
+
+
+def test_a_tampered_zip_entry_is_named_by_the_sbom_check(inputs) -> None:
+    package(inputs, "d")
+    artifact = inputs["root"] / "d" / "dist" / "llamafile" / EMBEDDER
+    manifest = json.loads(Path(f"{artifact}.MANIFEST.json").read_text())
+    entry = next(e for e in manifest["entries"] if e["name"] == "tiny.gguf")
+    raw = bytearray(artifact.read_bytes())
+    raw[entry["offset"] + 40] ^= 0xFF
+    artifact.write_bytes(bytes(raw))
+    fails = [line for line in verify(artifact).stdout.splitlines() if line.startswith("FAIL: ")]
+    assert any(line.startswith(f"FAIL: {artifact}.cdx.json: entry 'tiny.gguf' has sha256 {entry['sha256']}, the "
+                               "artifact's holds ") for line in fails), fails
+
+
+def test_a_key_that_cannot_sign_is_refused_before_anything_is_written(inputs, tmp_path: Path) -> None:
+    key = tmp_path / "rsa.pem"
+    key.write_bytes(rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    refused = package(inputs, "e", f"SIGNING_KEY={key}", check=False)
+    assert refused.returncode == 2 and refused.stderr == (
+        f"scons: error: SIGNING_KEY={key} is a RSAPrivateKey; DSSE signing here takes an ed25519 or ECDSA P-256 key\n")
+    assert not (inputs["root"] / "e" / "out").exists() and not (inputs["root"] / "e" / "dist").exists()
+
+
+@pytest.mark.parametrize("text, spdx", [
+    ("MIT License\n\nCopyright (c) 2023-2024 The ggml authors\n\nPermission is hereby granted, free of charge, to any "
+     "person obtaining a copy\n", "MIT"),
+    ("                                 Apache License\n                           Version 2.0, January 2004\n", "Apache-2.0"),
+    ("All rights reserved.\n", None),
+])
+def test_a_source_tree_is_described_by_its_license_and_its_own_commit(tmp_path: Path, text: str, spdx: str | None) -> None:
+    tree = tmp_path / "tree"
+    (tree / "inner").mkdir(parents=True)
+    (tree / "LICENSE").write_text(text)
+    (tree / "inner" / "LICENSE").write_text(text)
+    assert provenance.source("t", "1.0", tree) == provenance.Source("t", "1.0", None, spdx)
+    for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t"]):
+        subprocess.run(["git", "-C", str(tree), *argv], check=True)
+    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert provenance.source("t", "1.0", tree).commit == head and len(head) == 40
+    assert provenance.source("t", "1.0", tree / "inner").commit is None  # a tree inside another checkout has none

@@ -1,0 +1,154 @@
+"""Each artifact's CycloneDX SBOM and in-toto / SLSA provenance Statement, and its DSSE signature, in-process."""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+from opencoti_build.artifacts import provenance
+
+SHA = {name: bytes([i]).hex() * 32 for i, name in enumerate(("artifact", "host", "dso", "model", "args", "ui", "patch"))}
+MANIFEST = {
+    "artifact": "opencoti-embedder-0.10.3-x86_64.llamafile", "versionString": "opencoti-0.10.3-c1",
+    "sha256": SHA["artifact"], "sourceDateEpoch": 1700000000, "gitCommit": "a" * 40,
+    "host": {"name": "llamafile", "sha256": SHA["host"], "prebuilt": False},
+    "entries": [{"name": "index.html", "sha256": SHA["ui"]}, {"name": "ggml-cuda.so", "sha256": SHA["dso"]},
+                {"name": "tiny.gguf", "sha256": SHA["model"]}, {"name": ".args", "sha256": SHA["args"]}],
+    "dsos": [{"backend": "cuda", "name": "ggml-cuda.so", "sha256": SHA["dso"], "architectures": ["sm_90"]}],
+    "model": {"name": "tiny.gguf", "sha256": SHA["model"], "ggufVersion": 3},
+    "patches": [{"series": "opencoti", "name": "0001-turbo.patch", "sha256": SHA["patch"]}],
+    "toolchains": {"python": "3.11.7", "cosmocc": "stand-in", "cuda": "nvcc 13.0"},
+}
+SOURCES = [provenance.Source("llamafile", "0.10.3", "b" * 40, "Apache-2.0")]
+PARAMETERS = {"targets": ["package"], "variables": {"MODEL": "tiny.gguf"}}
+ENTRIES = {e["name"]: e["sha256"] for e in MANIFEST["entries"]}
+
+
+def pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def public_pem(key) -> bytes:
+    return key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def written(tmp_path: Path, signer=None) -> Path:
+    artifact = tmp_path / MANIFEST["artifact"]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    statement = provenance.statement(MANIFEST, SOURCES, PARAMETERS)
+    provenance.write(artifact, provenance.sbom(MANIFEST, SOURCES), provenance.statement_line(statement, signer))
+    return artifact
+
+
+def test_the_sbom_is_valid_cyclonedx_1_6_and_lists_every_part_with_its_digest() -> None:
+    text = provenance.sbom(MANIFEST, SOURCES)
+    assert provenance.schema_problem(text) is None  # the library's validator, against the 1.6 JSON schema
+    bom = json.loads(text)
+    assert bom["specVersion"] == "1.6" and bom["metadata"]["timestamp"] == "2023-11-14T22:13:20+00:00"
+    root = bom["metadata"]["component"]
+    assert (root["name"], root["hashes"]) == (MANIFEST["artifact"], [{"alg": "SHA-256", "content": SHA["artifact"]}])
+    parts = {(next(p["value"] for p in c["properties"] if p["name"] == provenance.ROLE), c["name"]): c
+             for c in bom["components"]}
+    for name, digest in ENTRIES.items():
+        assert parts[("entry", name)]["hashes"] == [{"alg": "SHA-256", "content": digest}]
+    assert parts[("entry", "ggml-cuda.so")]["type"] == "library"
+    assert parts[("entry", "tiny.gguf")]["type"] == "machine-learning-model"
+    assert parts[("host", "llamafile")]["hashes"][0]["content"] == SHA["host"]
+    assert parts[("source", "llamafile")]["licenses"] == [{"license": {"id": "Apache-2.0"}}]
+    assert parts[("patch", "0001-turbo.patch")]["hashes"][0]["content"] == SHA["patch"]
+    assert parts[("toolchain", "cuda")]["version"] == "nvcc 13.0"
+    assert {d["ref"]: len(d.get("dependsOn", [])) for d in bom["dependencies"]}["artifact"] == len(bom["components"])
+
+
+def test_the_statement_is_an_in_toto_v1_slsa_provenance_of_the_artifact() -> None:
+    document = provenance.statement(MANIFEST, SOURCES, PARAMETERS)
+    assert document["_type"] == "https://in-toto.io/Statement/v1"
+    assert document["subject"] == [{"name": MANIFEST["artifact"], "digest": {"sha256": SHA["artifact"]}}]
+    assert document["predicateType"] == "https://slsa.dev/provenance/v1"
+    definition, run = document["predicate"]["buildDefinition"], document["predicate"]["runDetails"]
+    assert definition["externalParameters"] == PARAMETERS
+    resolved = {d["name"]: d.get("digest") for d in definition["resolvedDependencies"]}
+    assert resolved["source:llamafile"] == {"gitCommit": "b" * 40}
+    assert resolved["model:tiny.gguf"] == {"sha256": SHA["model"]} and resolved["dso:ggml-cuda.so"] == {"sha256": SHA["dso"]}
+    assert resolved["patch:opencoti/0001-turbo.patch"] == {"sha256": SHA["patch"]}
+    assert run["metadata"]["startedOn"] == run["metadata"]["finishedOn"] == "2023-11-14T22:13:20Z"  # SOURCE_DATE_EPOCH
+    assert run["builder"]["id"].endswith("@" + "a" * 40)
+
+
+def test_the_same_manifest_gives_the_same_bytes(tmp_path: Path) -> None:
+    first = written(tmp_path / "a")
+    second = written(tmp_path / "b")
+    for path in (provenance.sbom_path, provenance.statement_path):
+        assert path(first).read_bytes() == path(second).read_bytes()
+    key = ed25519.Ed25519PrivateKey.generate()  # an ed25519 signature is deterministic too
+    (tmp_path / "k.pem").write_bytes(pem(key))
+    signed = [provenance.statement_path(written(tmp_path / d, provenance.load_private_key(tmp_path / "k.pem")))
+              for d in ("c", "d")]
+    assert signed[0].read_bytes() == signed[1].read_bytes()
+
+
+def test_a_matching_artifact_passes_and_each_tampering_is_the_first_mismatch(tmp_path: Path) -> None:
+    artifact = written(tmp_path)
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) is None
+    other = "ff" * 32
+    assert provenance.first_mismatch(artifact, other, ENTRIES) == (
+        f"{provenance.sbom_path(artifact)}: describes an artifact of sha256 {SHA['artifact']}, this one's is {other}")
+    assert provenance.first_mismatch(artifact, SHA["artifact"], {**ENTRIES, "tiny.gguf": other}) == (
+        f"{provenance.sbom_path(artifact)}: entry 'tiny.gguf' has sha256 {SHA['model']}, the artifact's holds {other}")
+    document = json.loads(provenance.statement_path(artifact).read_text())
+    tampered = copy.deepcopy(document)
+    tampered["subject"][0]["digest"]["sha256"] = other
+    provenance.statement_path(artifact).write_text(json.dumps(tampered) + "\n")
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) == (
+        f"{provenance.statement_path(artifact)}: its subject is '{MANIFEST['artifact']}' of sha256 {other}, the "
+        f"artifact is '{MANIFEST['artifact']}' of sha256 {SHA['artifact']}")
+    provenance.sbom_path(artifact).write_text("{}")
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES).startswith(
+        f"{provenance.sbom_path(artifact)}: not a valid CycloneDX 1.6 document: ")
+
+
+@pytest.mark.parametrize("make_key", [ed25519.Ed25519PrivateKey.generate,
+                                      lambda: ec.generate_private_key(ec.SECP256R1())])
+def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifies(tmp_path: Path, make_key) -> None:
+    key, stranger = make_key(), make_key()
+    for name, k in (("key", key), ("stranger", stranger)):
+        (tmp_path / f"{name}.pem").write_bytes(pem(k))
+        (tmp_path / f"{name}.pub").write_bytes(public_pem(k))
+    artifact = written(tmp_path, provenance.load_private_key(tmp_path / "key.pem"))
+    envelope = json.loads(provenance.statement_path(artifact).read_text())
+    payload = base64.b64decode(envelope["payload"])
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"
+    assert payload == provenance.canonical(provenance.statement(MANIFEST, SOURCES, PARAMETERS))
+    # the signature is over DSSE's pre-authentication encoding, checked here with cryptography alone
+    pae = b"DSSEv1 %d %b %d %b" % (len(envelope["payloadType"]), envelope["payloadType"].encode(), len(payload), payload)
+    signature = base64.b64decode(envelope["signatures"][0]["sig"])
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        key.public_key().verify(signature, pae)
+    else:
+        from cryptography.hazmat.primitives import hashes
+        key.public_key().verify(signature, pae, ec.ECDSA(hashes.SHA256()))
+    right, wrong = (provenance.load_public_key(tmp_path / f"{n}.pub") for n in ("key", "stranger"))
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES, right) is None
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES, wrong) == (
+        f"{provenance.statement_path(artifact)}: its signature does not verify with the public key given")
+
+
+def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "rsa.pem").write_bytes(pem(rsa.generate_private_key(public_exponent=65537, key_size=2048)))
+    with pytest.raises(provenance.ProvenanceError, match=r"^SIGNING_KEY=.*rsa.pem is a RSAPrivateKey; DSSE signing "
+                                                         r"here takes an ed25519 or ECDSA P-256 key$"):
+        provenance.load_private_key(tmp_path / "rsa.pem")
+    (tmp_path / "junk.pem").write_text("not a key\n")
+    with pytest.raises(provenance.ProvenanceError, match=r"^SIGNING_KEY=.*junk.pem is not an unencrypted PEM private"):
+        provenance.load_private_key(tmp_path / "junk.pem")
+    key = ed25519.Ed25519PrivateKey.generate()
+    (tmp_path / "k.pub").write_bytes(public_pem(key))
+    artifact = written(tmp_path)
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES, provenance.load_public_key(tmp_path / "k.pub")) == (
+        f"{provenance.statement_path(artifact)} is not signed, but a public key was given; package with SIGNING_KEY=")
