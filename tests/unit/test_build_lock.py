@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit
 from pathlib import Path
 
-from opencoti_build.incremental import build_lock
+from opencoti_build.incremental import build_lock, fresh_dirs
 
 
 def test_a_removed_lock_file_is_noticed(tmp_path: Path, capsys) -> None:
@@ -19,3 +19,24 @@ def test_a_removed_lock_file_is_noticed(tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().err == (
         f"scons: warning: the build lock {tmp_path / 'b' / '.lock'} was removed during this run (was BUILD_DIR "
         "deleted?), so another build may have run at the same time; run scons again\n")
+
+
+def test_a_refused_run_removes_what_it_created_and_never_another_runs_cache_entries(tmp_path: Path) -> None:
+    build, cache = tmp_path / "b" / "out", tmp_path / ".opencoti" / "cache"
+    (tmp_path / "kept").mkdir()
+    fresh = fresh_dirs.FreshDirs([build, tmp_path / "kept"], {cache: ["config"]})
+    build.mkdir(parents=True)
+    (build / ".lock").write_text("1\n")
+    cache.mkdir(parents=True)
+    (cache / "config").write_text("{}")
+    fresh.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]  # b/ and .opencoti/ went whole, kept/ stayed
+
+    fresh = fresh_dirs.FreshDirs([build], {cache: ["config"]})
+    cache.mkdir(parents=True)
+    (cache / "config").write_text("{}")
+    (cache / "AB").mkdir()
+    (cache / "AB" / "ab12").write_text("another run's entry, pushed meanwhile")
+    fresh.undo()
+    assert [p.relative_to(tmp_path) for p in sorted(tmp_path.rglob("*")) if p.is_file()] == [
+        Path(".opencoti/cache/AB/ab12")]  # only the config this run wrote is gone
