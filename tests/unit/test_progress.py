@@ -307,3 +307,15 @@ def test_a_trace_that_cannot_be_written_is_one_warn_before_the_summary(tmp_path:
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"WARN: TRACE={tmp_path / 'afile' / 'trace.json'}: cannot write the trace: ")
     assert summary.parse(lines[-1]) is not None and len(lines) == 2
+
+
+def test_what_a_killed_run_left_while_writing_the_notes_or_a_trace_is_swept(tmp_path: Path) -> None:
+    dead = [tmp_path / ".notes-said.json.k1ll3d.tmp", tmp_path / ".trace.json.k1ll3d.tmp"]  # no writer holds them
+    for path in dead:
+        path.write_text("half")
+    run, _ = _notes_run(tmp_path / "notes-said.json")
+    run.note("toolchain", "toolchain: stand-in")
+    run.notes.save()
+    traced = trace.Trace(origin=0.0)
+    traced.write(tmp_path / "trace.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes-said.json", "trace.json"]

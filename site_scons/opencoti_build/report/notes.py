@@ -44,6 +44,7 @@ class Notes:
             return
         with contextlib.suppress(OSError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            tempfiles.remove_stale(self.path.parent, self.path.name)  # what a run killed while writing it left
             fd, tmp = tempfiles.create(self.path)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -62,6 +62,7 @@ class Trace:
         """Write the trace by rename (a killed run leaves the last whole one, or none)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        tempfiles.remove_stale(path.parent, path.name)  # what a run killed while writing it left
         fd, tmp = tempfiles.create(path)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
