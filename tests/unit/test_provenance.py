@@ -152,3 +152,14 @@ def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_
     artifact = written(tmp_path)
     assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES, provenance.load_public_key(tmp_path / "k.pub")) == (
         f"{provenance.statement_path(artifact)} is not signed, but a public key was given; package with SIGNING_KEY=")
+
+
+def test_the_statement_records_input_paths_inside_the_project_relative_to_it(tmp_path: Path) -> None:
+    from opencoti_build.config import buildvars
+
+    project = tmp_path / "checkout"
+    arguments = {"SRC": str(project / "tests/fixtures/llamafile-mini"), "MODEL": "/models/tiny.gguf",
+                 "HOST": "prebuilt/llamafile", "BUILD_DIR": str(project / "build"), "CPU_ONLY": "1",
+                 "SIGNING_KEY": str(tmp_path / "key.pem")}
+    assert buildvars.shaping_parameters(arguments, project) == {
+        "CPU_ONLY": "1", "HOST": "prebuilt/llamafile", "MODEL": "/models/tiny.gguf", "SRC": "tests/fixtures/llamafile-mini"}
