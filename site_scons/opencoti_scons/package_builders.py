@@ -40,8 +40,11 @@ def _write_artifact(target, source, env):
     except manifests.ManifestError:
         previous = None
     try:
-        packaged = packaging.write_artifact(contents, Path(target[0].abspath), align=spec["align"], epoch=spec["epoch"],
-                                            manifest=manifest, on_digest=env["FILE_DIGESTS"].remember)
+        artifact = Path(target[0].abspath)
+        packaged = packaging.write_artifact(contents, artifact, align=spec["align"], epoch=spec["epoch"],
+                                            claims=[manifest, provenance.sbom_path(artifact),
+                                                    provenance.statement_path(artifact)],
+                                            on_digest=env["FILE_DIGESTS"].remember)
     except packaging.ERRORS as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
     for node in source:
@@ -79,17 +82,24 @@ def decide(dependency, target, prev_ni, repo_node=None) -> bool:
     return changed
 
 
-def _write_manifest(target, source, env):
-    result, record = packaging.load_record(Path(source[0].abspath).read_text(encoding="utf-8"))
-    meta = json.loads(source[-1].read())
-    identity = Identity(**meta["identity"])
+def _manifest_data(record_node, meta_node) -> tuple[dict, dict]:
+    """(the manifest, the artifact step's record) from that record and the manifest's Value: what the manifest
+    step writes and the provenance step describes."""
+    result, record = packaging.load_record(Path(record_node.abspath).read_text(encoding="utf-8"))
+    meta = json.loads(meta_node.read())
     model = record["model"]
     data = manifests.build(
-        result, identity, host_name=record["host"], host_prebuilt=meta["hostPrebuilt"], dsos=record["dsos"],
-        dso_archs={b: manifests.dso_architectures(p) for b, p in record["dsoPaths"].items()},
+        result, Identity(**meta["identity"]), host_name=record["host"], host_prebuilt=meta["hostPrebuilt"],
+        dsos=record["dsos"], dso_archs={b: manifests.dso_architectures(p) for b, p in record["dsoPaths"].items()},
         model=None if model is None else (model["name"], model["ggufVersion"]), args_text=record["args"],
         patches=meta["patches"], toolchains=meta["toolchains"], epoch=meta["epoch"],
     )
+    return data, record
+
+
+def _write_manifest(target, source, env):
+    data, record = _manifest_data(source[0], source[1])
+    identity = Identity(**json.loads(source[1].read())["identity"])
     out = Path(target[0].abspath)
     conflicts = manifests.tag_conflicts(out.parent, data, previous={out.name: record.get("previousManifest")})
     if conflicts:
@@ -108,11 +118,12 @@ def _write_manifest(target, source, env):
 
 
 def _write_provenance(target, source, env):
-    """The SBOM and the provenance Statement (signed with SIGNING_KEY) of the artifact the manifest describes."""
-    manifest = manifests.read(Path(source[0].abspath))
-    meta = json.loads(source[1].read())
+    """The SBOM and the provenance Statement (signed with SIGNING_KEY) of the artifact, from what its manifest says
+    (written before the manifest, which is the artifact's claim: a run killed between them leaves no manifest)."""
+    manifest, _ = _manifest_data(source[0], source[1])
+    meta = json.loads(source[2].read())
     sources = [provenance.Source(**s) for s in meta["sources"]]
-    artifact = Path(source[0].abspath[: -len(manifests.MANIFEST_SUFFIX)])
+    artifact = Path(target[0].abspath[: -len(provenance.SBOM_SUFFIX)])
     try:
         signer = provenance.load_private_key(Path(meta["signingKey"])) if meta["signingKey"] else None
         statement = provenance.statement(manifest, sources, meta["parameters"])
@@ -154,18 +165,19 @@ def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta
         Action(_write_artifact, "PACKAGE $TARGET"),
     )
     env.Depends(built, ARTIFACT_CODE)
-    written = env.Command(
-        manifest, [built[1], env.Value(json.dumps(meta, sort_keys=True))],
-        Action(_write_manifest, "MANIFEST $TARGET"),
-    )
-    env.Depends(written, [built[0]] + MANIFEST_CODE)
+    meta_value = env.Value(json.dumps(meta, sort_keys=True))
     key = [env.File(attestation["signingKey"])] if attestation["signingKey"] else []  # a new key signs again
     attested = env.Command(
         [str(provenance.sbom_path(artifact)), str(provenance.statement_path(artifact))],
-        [written[0], env.Value(json.dumps(attestation, sort_keys=True))] + key,
+        [built[1], meta_value, env.Value(json.dumps(attestation, sort_keys=True))] + key,
         Action(_write_provenance, "PROVENANCE $TARGET"),
     )
-    env.Depends(attested, PROVENANCE_CODE)
+    env.Depends(attested, [built[0]] + MANIFEST_CODE + PROVENANCE_CODE)
+    written = env.Command(
+        manifest, [built[1], meta_value],
+        Action(_write_manifest, "MANIFEST $TARGET"),
+    )
+    env.Depends(written, [built[0], *attested] + MANIFEST_CODE)  # the manifest, the artifact's claim, comes last
     # a failed or interrupted packaging must leave the previous artifact in place (SCons would
     # otherwise delete targets before building them), and multi-GiB artifacts stay out of CacheDir
     env.Precious(built + written + attested)

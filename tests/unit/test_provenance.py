@@ -154,12 +154,10 @@ def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_
         f"{provenance.statement_path(artifact)} is not signed, but a public key was given; package with SIGNING_KEY=")
 
 
-def test_the_statement_records_input_paths_inside_the_project_relative_to_it(tmp_path: Path) -> None:
+def test_the_statement_records_the_variables_that_shape_the_artifact_and_no_path(tmp_path: Path) -> None:
     from opencoti_build.config import buildvars
 
-    project = tmp_path / "checkout"
-    arguments = {"SRC": str(project / "tests/fixtures/llamafile-mini"), "MODEL": "/models/tiny.gguf",
-                 "HOST": "prebuilt/llamafile", "BUILD_DIR": str(project / "build"), "CPU_ONLY": "1",
-                 "SIGNING_KEY": str(tmp_path / "key.pem")}
-    assert buildvars.shaping_parameters(arguments, project) == {
-        "CPU_ONLY": "1", "HOST": "prebuilt/llamafile", "MODEL": "/models/tiny.gguf", "SRC": "tests/fixtures/llamafile-mini"}
+    arguments = {"SRC": str(tmp_path / "tests/fixtures/llamafile-mini"), "MODEL": "/models/tiny.gguf",
+                 "HOST": "prebuilt/llamafile", "BUILD_DIR": str(tmp_path / "build"), "CPU_ONLY": "1",
+                 "CUDA_ARCHS": "80,90", "SIGNING_KEY": str(tmp_path / "key.pem"), "TRACE": "t.json"}
+    assert buildvars.shaping_parameters(arguments) == {"CPU_ONLY": "1", "CUDA_ARCHS": "80,90"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,22 +205,22 @@ class Packaged:
     args_text: str | None
 
 
-def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, manifest: Path | None = None,
+def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, claims: Sequence[Path] = (),
                    on_digest: zipappend.Digest | None = None) -> Packaged:
     """Check the inputs, then write ``output``; nothing is written when a check fails.
 
-    ``manifest`` (the artifact's MANIFEST.json) is removed just before the new artifact takes the
-    old one's place: a run killed before its manifest step leaves an artifact with no manifest,
-    never a manifest describing other bytes. ``on_digest`` as for zipappend.append.
+    ``claims`` (the files that describe the artifact: its MANIFEST.json, SBOM and provenance Statement) are removed
+    just before the new artifact takes the old one's place: a run killed before the steps that write them again
+    leaves an artifact with no manifest, never one describing other bytes. ``on_digest`` as for zipappend.append.
     """
     version, text = check(contents)
 
-    def drop_manifest() -> None:
-        if manifest is not None:
-            manifest.unlink(missing_ok=True)
+    def drop_claims() -> None:
+        for claim in claims:
+            claim.unlink(missing_ok=True)
 
     result = zipappend.append(contents.host, contents.entries(text), output, align=align, epoch=epoch,
-                              before_replace=drop_manifest, on_digest=on_digest)
+                              before_replace=drop_claims, on_digest=on_digest)
     return Packaged(result, version, text)
 
 

@@ -164,14 +164,14 @@ def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None
     ``public_key``: provenance.load_public_key); the report says what was found."""
     report = Report()
     manifest_file = manifests.manifest_path(artifact)
-    report.refused = not_an_artifact(artifact)
-    if report.refused:
+    if not artifact.is_file():
+        report.refused = not_an_artifact(artifact)
         return report
     try:
         manifest = manifests.read(manifest_file)
-    except manifests.ManifestError as exc:
-        report.refused = str(exc)
-        return report
+    except manifests.ManifestError as exc:  # no artifact of ours, or one whose manifest is gone: one line either way
+        report.refused = not_an_artifact(artifact) or str(exc)
+        return report  # with a manifest, a damaged artifact (truncated, no zip store left) gets the full report
     sha = files.sha256(artifact)
     size = artifact.stat().st_size
     entries = _check_entries(artifact, manifest, report)

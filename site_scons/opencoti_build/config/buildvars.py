@@ -217,24 +217,17 @@ OUTPUT_DIRS = (("BUILD_DIR", False), ("DIST_DIR", False), ("BACKEND_DIST_DIR", F
 NOT_SHAPING = frozenset(("BUILD_DIR", "DIST_DIR", "BACKEND_DIST_DIR", "CACHE_DIR", "CACHE_URL", "COMPILEDB",
                          "COMPILEDB_ARCH", "TRACE", "VERBOSE", "CCWRAPPER", "MIRROR", "PREFIX", "DESTDIR",
                          "SIGNING_KEY", "APPLIED_SERIES", "FILE"))
-# Variables naming a file or directory the build reads (relative ones are from the project root).
+# Variables naming a file or directory the build reads: where it lies is the layout's; what it holds is in the
+# provenance Statement's resolved dependencies (the source's commit, the host's, the model's and the DSOs' digests).
 INPUT_PATHS = frozenset(("SRC", "LLAMACPP", "HOST", "MODEL", "ARGS", "PATCH_SERIES", "COSMOCC", "CUDA_PATH",
                          "ROCM_PATH", "VULKAN_SDK"))
 
 
-def shaping_parameters(arguments: Mapping[str, str], project: Path | str = PROJECT) -> dict[str, str]:
-    """The command line's variables that shape an artifact (not NOT_SHAPING), as the provenance Statement records
-    them: an input path inside the project relative to it, so two checkouts at different paths attest the same."""
-    shaping = {}
-    for name, value in sorted(arguments.items()):
-        if name in NOT_SHAPING:
-            continue
-        if name in INPUT_PATHS and value:
-            path = os.path.normpath(_resolved(value, project))
-            if path == os.path.normpath(project) or path.startswith(os.path.normpath(project) + os.sep):
-                value = os.path.relpath(path, project)
-        shaping[name] = value
-    return shaping
+def shaping_parameters(arguments: Mapping[str, str]) -> dict[str, str]:
+    """The command line's variables the provenance Statement records as external parameters: those that shape an
+    artifact and are no path (NOT_SHAPING, INPUT_PATHS), so a build laid out elsewhere attests the same bytes."""
+    return {name: value for name, value in sorted(arguments.items())
+            if name not in NOT_SHAPING and name not in INPUT_PATHS}
 
 
 # Files the build writes: an empty value (but TRACE's: no trace) or a directory there is refused.
