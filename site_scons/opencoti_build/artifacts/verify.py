@@ -242,8 +242,11 @@ def pin_main(argv: list[str]) -> int:
     parser.add_argument("artifact", type=Path, metavar="ARTIFACT")
     ns = parser.parse_args(argv)
     artifact: Path = ns.artifact
-    digest = files.sha256(artifact) if artifact.is_file() else ""
-    problem = _pin_problem(artifact, digest)
+    # hashed only when it may be pinned: a file with a manifest, or one that is an artifact
+    claimed = manifests.manifest_path(artifact).is_file()
+    problem = None if claimed else not_an_artifact(artifact)
+    digest = files.sha256(artifact) if not problem and artifact.is_file() else ""
+    problem = problem or _pin_problem(artifact, digest)
     if problem:
         print(f"pin: {problem}", file=sys.stderr)
         return 1
