@@ -191,6 +191,11 @@ def start_time() -> float | None:
     return getattr(SCons.Script, "start_time", None)
 
 
+def restart_clock(now: float) -> None:
+    """A run forked from the build server starts now: SCons set its clock when the server imported it."""
+    SCons.Script.start_time = now
+
+
 def abandon_sconsign() -> None:
     """After a failed sconsign write: SCons's database would try the same write again when it is collected at exit
     (a second error, printed as a traceback); the last record on disk stays as it was."""

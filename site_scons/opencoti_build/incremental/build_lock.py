@@ -8,11 +8,12 @@ directory locked until it exits, so the next run cannot race with its late write
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from opencoti_build.errors import UserError, os_error_line
@@ -84,6 +85,24 @@ def try_acquire(build_dir: Path | str) -> int | None:
         return acquire(build_dir, wait=False, say=lambda line: None)
     except UserError:
         return None
+
+
+@contextlib.contextmanager
+def briefly(build_dir: Path | str) -> Iterator[bool]:
+    """Hold ``build_dir``'s lock for a moment when no run holds it (True), else don't (False); never waits or
+    creates. The build server answers a null request under it, as the fast path does, and keeps no lock after."""
+    fd = -1
+    try:
+        fd = os.open(Path(build_dir) / LOCK_NAME, os.O_RDWR | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = not lost(Path(build_dir) / LOCK_NAME, fd)
+    except OSError:  # no BUILD_DIR or lock file yet, or another run holds it
+        held = False
+    try:
+        yield held
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def lost(path: Path, fd: int) -> bool:

@@ -34,7 +34,15 @@ What callers use is imported here from the package's modules:
 """
 from __future__ import annotations
 
-from opencoti_build.incremental.null_build.check import CarryOver, Memo, carry_over, difference, eligible
+from opencoti_build.incremental.null_build.check import (
+    CarryOver,
+    Memo,
+    carry_over,
+    difference,
+    eligible,
+    paths_difference,
+    settings_difference,
+)
 from opencoti_build.incremental.null_build.observe import Recorder, reading_done, start, unrecorded
 from opencoti_build.incremental.null_build.record import (
     FORMAT,
@@ -48,4 +56,4 @@ from opencoti_build.incremental.null_build.record import (
 )
 from opencoti_build.incremental.null_build.replay import replay
 
-__all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "environment", "Record", "interpreter", "record_file", "eligible", "difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]
+__all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "environment", "Record", "interpreter", "record_file", "eligible", "difference", "settings_difference", "paths_difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]

@@ -3,7 +3,7 @@ run whose reading is the last one's may carry over (:class:`CarryOver`, :class:`
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from opencoti_build.incremental.null_build.record import Record, Signature, environment, signature
@@ -46,6 +46,12 @@ def eligible(args: Sequence[str]) -> bool:
 def difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],
                running: str) -> str | None:
     """The first thing ``record`` depends on that differs now, in words; None when nothing does."""
+    return settings_difference(record, args, cwd, environ, running) or paths_difference(record)
+
+
+def settings_difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],
+                        running: str) -> str | None:
+    """The first of the run's settings (command line, directory, environment, interpreter) that differs."""
     if record.args != list(args):
         return "the command line"
     if record.cwd != cwd:
@@ -56,12 +62,17 @@ def difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[s
         return f"the environment ({', '.join(changed)})"
     if record.interpreter != running:
         return "the Python or SCons running the build"
+    return None
+
+
+def paths_difference(record: Record, only: Collection[str] | None = None) -> str | None:
+    """The first recorded path that differs now (of ``only``, when given: what a watcher saw change)."""
     for path in record.present:
-        if not os.path.isfile(path):
+        if (only is None or path in only) and not os.path.isfile(path):
             return f"{path} is missing"
     listed, hidden = record.listed, record.hidden
-    for path, sig in record.paths.items():
-        if signature(path, path in listed, hidden) != sig:
+    for path in record.paths if only is None else [p for p in only if p in record.paths]:
+        if signature(path, path in listed, hidden) != record.paths[path]:
             return f"{path} changed"
     return None
 

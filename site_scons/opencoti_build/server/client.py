@@ -1,0 +1,131 @@
+"""``build`` and ``stop``: the build server's client, light enough that its own start is a null request's cost.
+
+``build [TARGETS] [KEY=VALUE...] [scons options]`` sends the command line, directory, environment and its
+stdin, stdout and stderr to the server for this checkout and these variables, and exits with the build's
+status; the output is the run's own, written straight to this process's terminal or pipes. With no server for
+them (none started, another configuration, options that move the project: ``-C``, ``-f``, ...), it runs
+``python3 -m SCons`` with the same arguments in its place, so the answer is always a build's.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+
+from opencoti_build.server import protocol
+
+_RETRIES = 100  # a server restarting for new code answers again within a second or so
+
+
+def _connect(variable_args: Sequence[str]) -> socket.socket | None:
+    directory = protocol.server_dir(os.getcwd(), variable_args)
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(protocol.short_path(dir_fd, protocol.socket_name(variable_args)))
+    except OSError:  # no socket, or nobody listening on it (a killed server's)
+        sock.close()
+        return None
+    finally:
+        os.close(dir_fd)
+    return sock
+
+
+def _plain_scons(args: Sequence[str]) -> int:
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "SCons", *args])
+    return 127  # not reached
+
+
+def build_main(args: Sequence[str]) -> int:
+    args = list(args)
+    if any(a in protocol.LOCATING_OPTIONS or a.startswith(tuple(o + "=" for o in protocol.LOCATING_OPTIONS if
+                                                                 o.startswith("--")))
+           for a in args):
+        return _plain_scons(args)
+    variable_args = protocol.variables(args)
+    request = {"op": "build", "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
+    for _ in range(_RETRIES):
+        sock = _connect(variable_args)
+        if sock is None:
+            return _plain_scons(args)
+        with sock:
+            answer = _request(sock, request)
+        if answer is None:
+            print("opencoti-build: the build server went away during the build; run the build again",
+                  file=sys.stderr)
+            return 2
+        if "status" in answer:
+            return int(answer["status"])
+        if "fallback" in answer:
+            return _plain_scons(args)
+        time.sleep(0.02)  # "retry": the server restarts for new code; its socket stays bound meanwhile
+    return _plain_scons(args)
+
+
+def _request(sock: socket.socket, request: dict) -> dict | None:
+    """Send the request with this process's stdin, stdout and stderr; wait for the answer, passing Ctrl-C on."""
+    protocol.send(sock, request, fds=(0, 1, 2))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        while True:
+            try:
+                got = protocol.receive(sock)
+                return None if got is None else got[0]
+            except KeyboardInterrupt:  # the run's process group gets it, as a terminal's Ctrl-C would
+                try:
+                    protocol.send(sock, {"signal": int(signal.SIGINT)})
+                except OSError:
+                    return None
+            except (OSError, protocol.ProtocolError):
+                return None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def stop_main(args: Sequence[str]) -> int:
+    """``stop [KEY=VALUE...]``: stop the build server for this checkout and these variables."""
+    variable_args = protocol.variables(args)
+    if len(variable_args) != len(args):
+        print("opencoti-build: stop takes the server's KEY=VALUE variables only", file=sys.stderr)
+        return 1
+    sock = _connect(variable_args)
+    if sock is None:
+        print("no build server runs for this checkout and configuration")
+        return 0
+    with sock:
+        protocol.send(sock, {"op": "stop"})
+        try:
+            got = protocol.receive(sock)
+        except (OSError, protocol.ProtocolError):
+            got = None
+    pid = got[0].get("stopped") if got else None
+    _wait_for_exit(variable_args)
+    print(f"stopped the build server (pid {pid})" if pid else "the build server went away")
+    return 0
+
+
+def _wait_for_exit(variable_args: Sequence[str], seconds: float = 10.0) -> None:
+    """Until the server has let go of its lock (it exits right after answering): a new serve may start then."""
+    import fcntl
+
+    lock = protocol.server_dir(os.getcwd(), variable_args) / (protocol.configuration_key(variable_args) + ".lock")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(0.01)
+        finally:
+            os.close(fd)

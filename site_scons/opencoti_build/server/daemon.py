@@ -1,0 +1,471 @@
+"""The build server: one checkout, one configuration, one request at a time.
+
+It imports SCons and every module of the build once, then waits on its socket and its watcher. A build request
+is answered one of two ways:
+
+- the null answer: when the null build's record holds for the request (same command line, directory,
+  environment, interpreter) and no path it records changed since the server last checked them all, the server
+  prints what the fast path prints, under the build lock as the fast path does. Only the paths the watcher saw
+  change are stat'ed again; after a run, a lost watch or a queue overflow, all of them are.
+- a run: a child forked from the server, in its own process group, with the client's stdin, stdout and stderr,
+  its directory and environment, runs SCons's ``main`` as the ``scons`` command does and exits with its status.
+  Nothing of a run stays in the server: the next one starts from the same freshly imported state. The client's
+  Ctrl-C reaches the run's process group as a terminal's would; a client that goes away interrupts it.
+
+When a file of the server's own code changes, it answers the next request "retry" and re-executes itself,
+keeping its socket and lock, so no request ever runs old code. It exits after ``idle_timeout`` seconds with no
+request, on ``stop``, or on SIGTERM/SIGINT, removing its socket.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib
+import io
+import os
+import pkgutil
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import SCons
+import SCons.Script
+import SCons.Script.Main
+
+import opencoti_build
+import opencoti_scons
+from opencoti_build.incremental import build_lock, null_build
+from opencoti_build.server import protocol
+from opencoti_build.server.watcher import Changes, Watcher
+from opencoti_scons import engine
+
+
+class Restart(Exception):
+    """The server's code changed: re-execute (raised out of the loop, so nothing of the old code runs on)."""
+
+
+class Stop(Exception):
+    """``stop`` asked, or SIGTERM: leave the loop, remove the socket."""
+
+
+def warm_imports() -> None:
+    """Import what every run imports, once: SCons's script layer and all of the build's own modules."""
+    import SCons.Defaults  # noqa: F401
+    import SCons.Environment  # noqa: F401
+    import SCons.Scanner.C  # noqa: F401
+    import SCons.Script.SConsOptions  # noqa: F401
+    import SCons.Tool  # noqa: F401
+    for package in (opencoti_build, opencoti_scons):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not module.name.startswith(("opencoti_build.server", "opencoti_build.cli", "opencoti_build.__main__")):
+                try:
+                    importlib.import_module(module.name)
+                except Exception:  # noqa: BLE001 - a module that cannot be imported here is imported by the run, which reports it
+                    pass
+
+
+def code_files() -> set[str]:
+    """The source files of every module this process has imported: a change to one makes the server restart."""
+    files = set()
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and os.path.isfile(path):
+            files.add(os.path.abspath(path))
+    return files
+
+
+class Server:
+    def __init__(self, project: Path, variable_args: Sequence[str], listener: socket.socket, lock_fd: int,
+                 idle_timeout: float) -> None:
+        self.project = project
+        self.variable_args = sorted(variable_args)
+        self.build_dir = protocol.server_dir(project, variable_args).parent
+        self.listener = listener
+        self.lock_fd = lock_fd
+        self.idle_timeout = idle_timeout
+        self.running = null_build.interpreter(SCons.__version__)
+        self.watcher = Watcher()
+        self.code = code_files()
+        self.watcher.watch(self.code)
+        self.pending = Changes(everything=True)  # what may have changed since the paths were last checked
+        self.record: null_build.Record | None = None
+        self.watched: list[str] = []  # the record's paths and present files, sorted (Changes.affected)
+        self._load_record()
+
+    # the loop
+
+    def serve(self) -> None:
+        deadline = time.monotonic() + self.idle_timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Stop
+            ready, _, _ = select.select([self.listener, self.watcher], [], [], left)
+            if self.watcher in ready:
+                self._take_events()
+            if self.listener in ready:
+                try:
+                    conn, _ = self.listener.accept()
+                except OSError:
+                    continue
+                with conn:
+                    self._handle(conn)
+                deadline = time.monotonic() + self.idle_timeout
+
+    def _take_events(self) -> None:
+        changes = self.watcher.drain()
+        self.pending.add(changes)
+        if changes.paths & self.code:
+            raise Restart
+        if null_build.record_file(str(self.build_dir)) in changes.paths or changes.everything:
+            self._load_record()  # another run wrote it, or watches were lost: watch again, then check everything
+
+    def _handle(self, conn: socket.socket) -> None:
+        try:
+            got = protocol.receive(conn, max_fds=3)
+        except (OSError, protocol.ProtocolError):
+            return
+        if got is None:
+            return
+        message, fds = got
+        try:
+            op = message.get("op")
+            if op == "stop":
+                protocol.send(conn, {"stopped": os.getpid()})
+                raise Stop
+            if op == "ping":
+                protocol.send(conn, {"pid": os.getpid(), "variables": self.variable_args, "project": str(self.project)})
+            elif op == "build" and len(fds) == 3:
+                self._take_events()
+                reason = self._not_mine(message)
+                if reason:
+                    protocol.send(conn, {"fallback": reason})
+                else:
+                    protocol.send(conn, {"status": self._build(message, fds, conn)})
+                    self._after_run()
+        except Restart:
+            protocol.send(conn, {"retry": True})
+            raise
+        except OSError:  # the client went away: nothing to tell it
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _not_mine(self, message: dict[str, Any]) -> str | None:
+        argv = message.get("argv")
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            return "a request without a command line"
+        if sorted(protocol.variables(argv)) != self.variable_args:
+            return "another configuration"
+        if message.get("cwd") != str(self.project) or not isinstance(message.get("env"), dict):
+            return "another directory"
+        return None
+
+    # one request
+
+    def _build(self, message: dict[str, Any], fds: Sequence[int], conn: socket.socket) -> int:
+        start = time.time()
+        argv, cwd, env = message["argv"], message["cwd"], message["env"]
+        if self._null_answer(argv, cwd, env, fds, start):
+            return 0
+        return self._forked_run(argv, cwd, env, fds, conn, start)
+
+    def _null_answer(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], start: float) -> bool:
+        """Print the fast path's output when the record holds: only changed paths are stat'ed again."""
+        record = self.record
+        if record is None or not null_build.eligible(argv):
+            return False
+        if null_build.settings_difference(record, argv, cwd, env, self.running) is not None:
+            return False
+        with build_lock.briefly(self.build_dir) as held:
+            if not held:
+                return False  # a run holds BUILD_DIR: the forked run waits for it, as a scons run would
+            only = None if self.pending.everything else self.pending.affected(self.watched)
+            if null_build.paths_difference(record, only) is not None:
+                return False
+            self.pending = Changes()
+            with _client_streams(fds):
+                if "-Q" not in argv:  # what SCons prints before it reads SConstruct, where the fast path starts
+                    sys.stdout.write("scons: Reading SConscript files ...\n")
+                null_build.replay(record, quiet="-Q" in argv, seconds=time.time() - start)
+        return True
+
+    def _forked_run(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], conn: socket.socket,
+                    start: float) -> int:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._child(argv, cwd, env, fds, start)
+        pidfd = os.pidfd_open(pid)
+        try:
+            watching: list[Any] = [pidfd, conn]
+            while True:
+                ready, _, _ = select.select(watching, [], [])
+                if conn in ready:
+                    try:
+                        got = protocol.receive(conn)
+                    except (OSError, protocol.ProtocolError):
+                        got = None
+                    if got is None:  # the client went away: stop the run as a closed terminal would
+                        _signal_group(pid, signal.SIGINT)
+                        watching = [pidfd]
+                    elif isinstance(got[0].get("signal"), int):
+                        _signal_group(pid, got[0]["signal"])
+                if pidfd in ready:
+                    break
+        finally:
+            os.close(pidfd)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        return 128 - code if code < 0 else code
+
+    def _child(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], start: float) -> None:
+        """The forked run: become a ``scons`` process for this request, then exit (never returns)."""
+        code = 2
+        try:
+            os.setpgid(0, 0)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            for fd in {*fds, self.listener.fileno(), self.watcher.fileno(), self.lock_fd}:
+                if fd > 2:
+                    os.close(fd)
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(env)
+            _reopen_std_streams()
+            sys.argv = ["scons", *argv]
+            engine.restart_clock(start)
+            try:
+                SCons.Script.Main.main()
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                if not isinstance(exc.code, int | None):
+                    print(exc.code, file=sys.stderr)
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the server
+            traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(code)
+
+    def _after_run(self) -> None:
+        """A run ended: what it changed is the record's now; watch it again and check every path."""
+        self._take_events()
+        self._load_record()
+
+    def _load_record(self) -> None:
+        """(Re)read the record, watch everything it depends on, then count every path as changed: a change made
+        before a directory was watched is caught by the first check, one made after it by the watcher."""
+        self.record = null_build.Record.load(null_build.record_file(str(self.build_dir)))
+        record_file = null_build.record_file(str(self.build_dir))
+        paths = [record_file]
+        if self.record is not None:
+            paths += [*self.record.paths, *self.record.present]
+        self.watcher.watch(paths)
+        self.watched = sorted(set(paths) - {record_file})
+        self.pending = Changes(everything=True)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except OSError:  # gone already, or not yet its own group: the process itself
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def _reopen_std_streams() -> None:
+    """Python's own standard streams, on the descriptors the client passed (a terminal is line-buffered)."""
+    encoding = os.environ.get("PYTHONIOENCODING") or sys.stdout.encoding
+    sys.stdin = sys.__stdin__ = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(1, "w", buffering=1 if os.isatty(1) else -1,  # noqa: SIM115
+                                       encoding=encoding, closefd=False)
+    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding=encoding,  # noqa: SIM115
+                                       errors="backslashreplace", closefd=False)
+
+
+class _client_streams:  # noqa: N801 - used as a context manager, like open()
+    """sys.stdout and sys.stderr on the client's descriptors for the null answer, then back."""
+
+    def __init__(self, fds: Sequence[int]) -> None:
+        self.streams = [io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=sys.stdout.encoding,
+                                         errors="backslashreplace") for fd in fds[1:3]]
+        self.saved = (sys.stdout, sys.stderr)
+
+    def __enter__(self) -> None:
+        sys.stdout, sys.stderr = self.streams
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout, sys.stderr = self.saved
+        for stream in self.streams:
+            try:
+                stream.flush()
+            except OSError:
+                pass
+
+
+DEFAULT_IDLE_TIMEOUT = 3 * 3600.0
+
+
+def main(args: Sequence[str]) -> int:
+    """``serve [--detach] [--idle-timeout S] KEY=VALUE...``: serve this checkout's build for these variables."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python3 -m opencoti_build serve", description=main.__doc__)
+    parser.add_argument("--detach", action="store_true", help="run in the background (log: BUILD_DIR/server/KEY.log)")
+    parser.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT, metavar="S",
+                        help=f"exit after S seconds without a request (default {DEFAULT_IDLE_TIMEOUT:.0f})")
+    parser.add_argument("--inherit", nargs=2, type=int, metavar=("LISTEN_FD", "LOCK_FD"), help=argparse.SUPPRESS)
+    parser.add_argument("variables", nargs="*", metavar="KEY=VALUE")
+    ns = parser.parse_args(list(args))
+    project = Path.cwd()
+    not_variables = [a for a in ns.variables if a not in protocol.variables([a])]
+    if not_variables:
+        return _refuse(f"serve takes KEY=VALUE variables only, not {not_variables[0]!r}: targets go to "
+                       "`python3 -m opencoti_build build TARGET`")
+    if not (project / "SConstruct").is_file():
+        return _refuse(f"no SConstruct in {project}; run serve in the checkout's top directory")
+    if ns.inherit:  # re-executed after a change to its code: the socket and the lock are the old process's
+        listener = socket.socket(fileno=ns.inherit[0])
+        lock_fd = ns.inherit[1]
+    else:
+        try:
+            listener, lock_fd = _bind(project, ns.variables)
+        except _Refused as exc:
+            return _refuse(str(exc))
+        if ns.detach:
+            if not _detach(project, ns.variables):
+                return 0  # the parent: the server said it is ready
+            os.ftruncate(lock_fd, 0)
+            os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)  # the lock file names the server
+    warm_imports()
+    where = protocol.server_dir(project, ns.variables) / protocol.socket_name(ns.variables)
+    if not ns.inherit:
+        vars_text = " ".join(ns.variables)
+        print(f"build server for {project}{' ' + vars_text if vars_text else ''}: pid {os.getpid()}, socket {where};"
+              f" stop: python3 -m opencoti_build stop{' ' + vars_text if vars_text else ''}", flush=True)
+        _ready()
+    signal.signal(signal.SIGTERM, _raise_stop)
+    signal.signal(signal.SIGINT, _raise_stop)
+    server = Server(project, ns.variables, listener, lock_fd, ns.idle_timeout)
+    try:
+        server.serve()
+    except Restart:
+        os.set_inheritable(listener.fileno(), True)
+        os.set_inheritable(lock_fd, True)
+        os.execv(sys.executable, [sys.executable, "-m", "opencoti_build", "serve", "--idle-timeout",
+                                  str(ns.idle_timeout), "--inherit", str(listener.fileno()), str(lock_fd),
+                                  *ns.variables])
+    except Stop:
+        pass
+    where.unlink(missing_ok=True)  # still under the lock: no other server has bound it
+    return 0
+
+
+class _Refused(Exception):
+    pass
+
+
+def _refuse(line: str) -> int:
+    print(f"opencoti-build: {line}", file=sys.stderr)
+    return 1
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise Stop
+
+
+def _bind(project: Path, variable_args: Sequence[str]) -> tuple[socket.socket, int]:
+    """Take the configuration's server lock, then its socket (a stale one, from a killed server, is replaced)."""
+    directory = protocol.server_dir(project, variable_args)
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock_fd = os.open(directory / (protocol.configuration_key(variable_args) + ".lock"),
+                          os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise _Refused(f"cannot create {directory}: {exc.strerror}") from None
+    import fcntl
+
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(lock_fd, 32, 0).decode(errors="replace").strip()
+        os.close(lock_fd)
+        vars_text = " ".join(variable_args)
+        raise _Refused(f"a build server for this checkout and configuration runs already (pid {holder or '?'}); "
+                       f"stop it with `python3 -m opencoti_build stop{' ' + vars_text if vars_text else ''}`") from None
+    os.ftruncate(lock_fd, 0)
+    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    name = protocol.socket_name(variable_args)
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if os.path.lexists(directory / name):  # a killed server's: the lock says none serves it now
+            os.unlink(name, dir_fd=dir_fd)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o077)  # the socket runs builds as this user: this user's alone
+        try:
+            listener.bind(protocol.short_path(dir_fd, name))
+        finally:
+            os.umask(old_umask)
+        listener.listen(16)
+    finally:
+        os.close(dir_fd)
+    return listener, lock_fd
+
+
+_ready_fd = -1  # a detached server's pipe to the waiting parent
+_log_fd = -1  # ...and its log, stdout's once the banner is out
+
+
+def _detach(project: Path, variable_args: Sequence[str]) -> bool:
+    """Fork into the background (True in the server); the parent returns False once the server is ready."""
+    global _ready_fd, _log_fd
+    directory = protocol.server_dir(project, variable_args)
+    log = directory / (protocol.configuration_key(variable_args) + ".log")
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    if os.fork():
+        os.close(write_end)
+        said = os.read(read_end, 1)
+        os.close(read_end)
+        if not said:
+            print(f"opencoti-build: the build server did not start; see {log}", file=sys.stderr)
+            raise SystemExit(1)
+        return False
+    os.close(read_end)
+    os.setsid()  # no terminal's signals, and it outlives the shell that started it
+    _ready_fd = write_end
+    _log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(_log_fd, 2)
+    os.close(null)
+    return True
+
+
+def _ready() -> None:
+    """Tell a waiting ``serve --detach`` parent the server is up (its banner went to the terminal first)."""
+    global _ready_fd, _log_fd
+    sys.stdout.flush()
+    if _ready_fd >= 0:
+        os.dup2(_log_fd, 1)
+        os.close(_log_fd)
+        os.write(_ready_fd, b"1")
+        os.close(_ready_fd)
+        _ready_fd = _log_fd = -1

@@ -1,0 +1,103 @@
+"""Where a build server listens, and what goes over its socket.
+
+One server per checkout and configuration: the socket is ``BUILD_DIR/server/<key>.sock``, ``key`` a digest of
+the sorted ``KEY=VALUE`` variables, so a request with other variables finds no server and runs ``scons`` itself.
+Messages are length-prefixed JSON; a build request carries the client's stdin, stdout and stderr (SCM_RIGHTS),
+which the forked run writes to directly (a terminal stays a terminal: colours, line buffering).
+
+Kept free of the build's modules: the client imports this and nothing heavier.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_BUILD_DIR = "build"  # buildvars' default (tests/unit/test_server.py holds them equal)
+SERVER_DIR = "server"
+_LENGTH = struct.Struct(">I")
+_MAX_MESSAGE = 16 << 20
+# options that move the project or read another SConstruct: such a request is never sent to a server
+LOCATING_OPTIONS = ("-C", "--directory", "-D", "-U", "-u", "--up", "--search-up", "-f", "--file", "--makefile",
+                    "--sconstruct", "--interactive", "-Y", "--repository", "--srcdir")
+
+
+class ProtocolError(Exception):
+    """The other end sent something that is no message of this protocol, or went away mid-message."""
+
+
+def variables(args: Sequence[str]) -> list[str]:
+    """The ``KEY=VALUE`` arguments of a command line: what makes a configuration (SCons reads them the same)."""
+    return [a for a in args if "=" in a and not a.startswith("-")]
+
+
+def configuration_key(variable_args: Sequence[str]) -> str:
+    return hashlib.sha256("\0".join(sorted(variable_args)).encode(errors="surrogateescape")).hexdigest()[:16]
+
+
+def server_dir(project: Path | str, variable_args: Sequence[str]) -> Path:
+    """``BUILD_DIR/server`` for these variables (BUILD_DIR relative to the checkout unless absolute)."""
+    build_dir = DEFAULT_BUILD_DIR
+    for arg in variable_args:
+        if arg.startswith("BUILD_DIR="):
+            build_dir = arg.partition("=")[2]
+    return Path(project, build_dir, SERVER_DIR)
+
+
+def socket_name(variable_args: Sequence[str]) -> str:
+    return configuration_key(variable_args) + ".sock"
+
+
+def short_path(directory_fd: int, name: str) -> str:
+    """A path to ``name`` in an open directory that fits in sun_path (108 bytes) wherever the checkout is."""
+    return f"/proc/self/fd/{directory_fd}/{name}"
+
+
+def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    data = json.dumps(message).encode()
+    framed = _LENGTH.pack(len(data)) + data
+    if fds:
+        sent = socket.send_fds(sock, [framed], list(fds))
+        framed = framed[sent:]
+    if framed:
+        sock.sendall(framed)
+
+
+def receive(sock: socket.socket, max_fds: int = 0) -> tuple[dict[str, Any], list[int]] | None:
+    """The next message and the descriptors that came with it; None when the other end closed cleanly."""
+    fds: list[int] = []
+    head = b""
+    while len(head) < _LENGTH.size:
+        if max_fds and not fds:
+            chunk, got, _, _ = socket.recv_fds(sock, _LENGTH.size - len(head), max_fds)
+            fds.extend(got)
+        else:
+            chunk = sock.recv(_LENGTH.size - len(head))
+        if not chunk:
+            for fd in fds:
+                os.close(fd)
+            if head:
+                raise ProtocolError("the connection closed mid-message")
+            return None
+        head += chunk
+    (length,) = _LENGTH.unpack(head)
+    if length > _MAX_MESSAGE:
+        raise ProtocolError(f"a message of {length} bytes")
+    body = b""
+    while len(body) < length:
+        chunk = sock.recv(min(length - len(body), 1 << 20))
+        if not chunk:
+            raise ProtocolError("the connection closed mid-message")
+        body += chunk
+    try:
+        message = json.loads(body)
+    except ValueError as exc:
+        raise ProtocolError(f"not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("a message that is no JSON object")
+    return message, fds
