@@ -11,6 +11,7 @@ from SCons.Script import Action
 
 from opencoti_build.artifacts import manifest as manifests
 from opencoti_build.artifacts import packaging, provenance, verify
+from opencoti_build.cache import file_digests
 from opencoti_build.config import versioning
 from opencoti_build.config.versioning import Identity
 from opencoti_build.incremental import import_closure
@@ -39,14 +40,17 @@ def _write_artifact(target, source, env):
         previous = manifests.read(manifest) if manifest.is_file() else None
     except manifests.ManifestError:
         previous = None
+    digests = env["FILE_DIGESTS"]
+    digests.keep_in(Path(env["BUILD_DIR"], file_digests.RECORD_NAME))  # an unchanged model's CRC-32: no read-back
     try:
         artifact = Path(target[0].abspath)
         packaged = packaging.write_artifact(contents, artifact, align=spec["align"], epoch=spec["epoch"],
                                             claims=[manifest, provenance.sbom_path(artifact),
                                                     provenance.statement_path(artifact)],
-                                            on_digest=env["FILE_DIGESTS"].remember)
+                                            on_digest=digests.remember, known=digests.entry)
     except packaging.ERRORS as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    digests.save()
     for node in source:
         if getattr(node.attributes, "read_by_packager", False):
             csig = env["FILE_DIGESTS"].known(node.abspath)  # None when it changed after the packager read it

@@ -200,12 +200,14 @@ def test_args_without_model_is_refused(tmp_path: Path, inputs: dict[str, Path]) 
 
 
 def _bytes_read(log: Path, path: Path) -> int:
-    """Bytes that read, pread64 and preadv calls returned from ``path``, in an ``strace -f -y`` log.
+    """Bytes that read, pread64 and preadv(2) calls returned from ``path``, in an ``strace -f -y`` log.
 
-    A call another thread interrupts is logged in two lines: ``<unfinished ...>``, then ``resumed``.
+    A call another thread interrupts is logged in two lines: ``<unfinished ...>``, then ``resumed``. Reads of
+    ``path``'s temporary sibling (``.NAME.XXXX.tmp``, an output while it is written) count as reads of it.
     """
-    call = re.compile(rf"^(\d+) +(?:read|pread64|preadv)\(\d+<{re.escape(str(path))}>")
-    resumed = re.compile(r"^(\d+) +<\.\.\. (?:read|pread64|preadv) resumed>.*\) = (\d+)$")
+    temporary = re.escape(str(path.parent / f".{path.name}.")) + r"\w+\.tmp"
+    call = re.compile(rf"^(\d+) +(?:read|pread64|preadv2?)\(\d+<(?:{re.escape(str(path))}|{temporary})>")
+    resumed = re.compile(r"^(\d+) +<\.\.\. (?:read|pread64|preadv2?) resumed>.*\) = (\d+)$")
     total, pending = 0, set()
     for line in log.read_text().splitlines():
         if m := call.search(line):
@@ -230,7 +232,7 @@ def test_scons_package_reads_the_model_once(tmp_path: Path, inputs: dict[str, Pa
     def traced(log: Path) -> subprocess.CompletedProcess[str]:
         argv, env = scons_command("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
                                   f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
-        strace = ["strace", "-f", "-qq", "-y", "-s", "0", "-e", "trace=read,pread64,preadv", "-e", "signal=none",
+        strace = ["strace", "-f", "-qq", "-y", "-s", "0", "-e", "trace=read,pread64,preadv,preadv2,copy_file_range", "-e", "signal=none",
                   "-o", str(log)]
         proc = subprocess.run(strace + argv, capture_output=True, text=True, env=env, timeout=900)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -244,11 +246,21 @@ def test_scons_package_reads_the_model_once(tmp_path: Path, inputs: dict[str, Pa
     changed = traced(tmp_path / "changed.log")
     assert f"PACKAGE {dist(tmp_path) / EMBEDDER}" in changed.stdout
     assert model.stat().st_size <= _bytes_read(tmp_path / "changed.log", model) < model.stat().st_size + headers
-    # SCons signs the artifact with the packager's digest: it does not read the 16 MiB back either
-    assert _bytes_read(tmp_path / "changed.log", dist(tmp_path) / EMBEDDER) < headers
+    # a new model's CRC-32 is known only after its data, so the artifact's digest reads back from its header on,
+    # once; SCons signs the artifact with the packager's digest: it reads nothing back itself
+    assert _bytes_read(tmp_path / "changed.log", dist(tmp_path) / EMBEDDER) < model.stat().st_size + headers
     current = traced(tmp_path / "current.log")  # nothing changed: the model is not read at all
     assert "PACKAGE" not in current.stdout
     assert _bytes_read(tmp_path / "current.log", model) < headers
+    args.write_text("-m /zip/big.gguf\n--strace\n--strace\n")  # the artifact changes, the model does not
+    repackaged = traced(tmp_path / "repackaged.log")
+    assert f"PACKAGE {dist(tmp_path) / EMBEDDER}" in repackaged.stdout
+    # the model's CRC-32 and SHA-256 are recorded: its header is final before its data, so the artifact's SHA-256
+    # is taken as it is written (nothing read back from it) and the model is copied in the kernel, read once
+    log = (tmp_path / "repackaged.log").read_text()
+    assert re.search(rf"copy_file_range\(\d+<{re.escape(str(model))}>", log)
+    assert _bytes_read(tmp_path / "repackaged.log", model) < model.stat().st_size + headers
+    assert _bytes_read(tmp_path / "repackaged.log", dist(tmp_path) / EMBEDDER) < headers
     verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
                      f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
     assert f"OK: {dist(tmp_path) / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout

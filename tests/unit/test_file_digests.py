@@ -90,3 +90,33 @@ def test_a_file_written_while_it_is_read_is_not_remembered(digests: file_digests
     monkeypatch.undo()
     assert digests.known(model) is None  # but not vouched for
     assert digests.signature(model) == expected(DATA + b"late")
+
+
+def test_entries_digests_are_kept_across_runs_while_the_file_keeps_its_stat(tmp_path: Path, model: Path) -> None:
+    record = tmp_path / "build" / file_digests.RECORD_NAME
+    record.parent.mkdir()
+    first = file_digests.Digests()
+    first.keep_in(record)
+    first.remember(model, os.stat(model), "ab" * 32, crc32=1234)
+    first.remember(tmp_path / "artifact", os.stat(model), "cd" * 32)  # a whole-file digest (no CRC): not kept
+    first.save()
+    second = file_digests.Digests()
+    assert second.entry(model, os.stat(model)) is None  # nothing loaded until asked to keep
+    second.keep_in(record)
+    assert second.entry(model, os.stat(model)) == ("ab" * 32, 1234)
+    assert second.known(tmp_path / "artifact") is None
+    os.utime(model, ns=(1, 1))  # another stat: the recorded digests are of other bytes, for all it knows
+    assert second.entry(model, os.stat(model)) is None
+    second.save()
+    third = file_digests.Digests()
+    third.keep_in(record)
+    assert third.entry(model, os.stat(model)) is None  # a file whose stat moved is no longer kept
+
+
+@pytest.mark.parametrize("content", ["", "not json", '{"format": 99, "files": {}}', '{"format": 1, "files": {"x": 5}}'])
+def test_an_unreadable_digest_record_is_no_record(tmp_path: Path, model: Path, content: str) -> None:
+    record = tmp_path / file_digests.RECORD_NAME
+    record.write_text(content)
+    digests = file_digests.Digests()
+    digests.keep_in(record)
+    assert digests.entry(model, os.stat(model)) is None

@@ -151,8 +151,8 @@ def test_input_changing_while_it_is_read_is_caught(tmp_path: Path, monkeypatch) 
     model = write_gguf(tmp_path / "m.gguf")
     real_copy = zipappend._copy
 
-    def then_edit(path: Path, *args) -> None:
-        real_copy(path, *args)
+    def then_edit(path: Path, *args, **kwargs) -> None:
+        real_copy(path, *args, **kwargs)
         if path == model:  # same size, other bytes: only the stat taken after the read can tell
             model.write_bytes(model.read_bytes()[:-1] + b"!")
 
@@ -174,7 +174,7 @@ def test_a_write_to_the_output_after_the_rename_is_caught(tmp_path: Path, monkey
     monkeypatch.setattr(zipappend.os, "replace", then_write)
     heard: list[Path] = []
     with pytest.raises(ZipAppendError, match=f"^{out} was written to while being packaged; package again$"):
-        append(PLEDGE, appended_entries(tmp_path), out, on_digest=lambda path, st, sha256: heard.append(path))
+        append(PLEDGE, appended_entries(tmp_path), out, on_digest=lambda path, st, sha256, **_: heard.append(path))
     assert out not in heard  # no digest is vouched for
 
 
@@ -248,7 +248,7 @@ def test_artifact_is_byte_identical_to_the_two_pass_writers(tmp_path: Path, alig
     base, entries = _golden_inputs(tmp_path)
     heard: list[tuple[str, str]] = []
     result = append(base, entries, tmp_path / "out", align=align, epoch=EPOCH,
-                    on_digest=lambda path, st, sha256: heard.append((path.name, sha256)))
+                    on_digest=lambda path, st, sha256, **_: heard.append((path.name, sha256)))
     written = (tmp_path / "out").read_bytes()
     assert hashlib.sha256(written).hexdigest() == GOLDEN[align] == result.sha256
     # every file read whole, then the output, each with the digest of its bytes
@@ -362,10 +362,85 @@ def test_appended_entries_carry_their_crc_and_file_entries_are_heard_with_their_
     model.write_bytes(b"GGUF" + bytes(range(200)))
     heard: dict[str, os.stat_result] = {}
     result = append(PLEDGE, [Entry.file(model), Entry.blob(".args", b"-m x\n")], tmp_path / "out",
-                    on_digest=lambda path, st, sha256: heard.setdefault(Path(path).name, st))
+                    on_digest=lambda path, st, sha256, **_: heard.setdefault(Path(path).name, st))
     assert result.entry("tiny.gguf").crc32 == zlib.crc32(model.read_bytes())
     assert result.entry(".args").crc32 == zlib.crc32(b"-m x\n")
     assert heard["tiny.gguf"].st_size == model.stat().st_size and heard["tiny.gguf"].st_ino == model.stat().st_ino
     assert ".args" not in heard  # a blob has no file to vouch for
     with pytest.raises(KeyError, match="'absent'"):
         result.entry("absent")
+
+
+def _recorded_as_read(tmp_path: Path) -> tuple[list[Entry], dict[Path, tuple[os.stat_result, str, int]]]:
+    """The golden inputs, and what a first packaging heard of each file entry (its stat, SHA-256 and CRC-32)."""
+    base, entries = _golden_inputs(tmp_path)
+    heard: dict[Path, tuple[os.stat_result, str, int]] = {}
+
+    def hear(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None) -> None:
+        if crc32 is not None:
+            heard[path] = (st, sha256, crc32)
+
+    append(base, entries, tmp_path / "first", align=4096, epoch=EPOCH, on_digest=hear)
+    return entries, heard
+
+
+def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kernel(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    base, _ = _golden_inputs(tmp_path)
+    entries, heard = _recorded_as_read(tmp_path)
+    assert {p.name for p in heard} == {"model.gguf", "tool", "empty", "notes"}
+
+    def known(path: Path, st: os.stat_result) -> tuple[str, int] | None:
+        st0, sha256, crc32 = heard[path]
+        return (sha256, crc32) if (st0.st_ino, st0.st_mtime_ns) == (st.st_ino, st.st_mtime_ns) else None
+
+    copied: list[int] = []
+    real_copy_range = os.copy_file_range
+
+    def counted(src: int, dst: int, count: int, offset_src: int | None = None, *rest: int | None) -> int:
+        n = real_copy_range(src, dst, count, offset_src, *rest)
+        copied.append(n)
+        return n
+
+    def no_read_back(*args: object) -> None:
+        raise AssertionError("the output was read back")
+
+    monkeypatch.setattr(zipappend.os, "copy_file_range", counted)
+    monkeypatch.setattr(zipappend._ReadBack, "_read_back", no_read_back)
+    result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=known)
+    assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
+    assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
+    data = 0  # every file entry's data went through the kernel (holes stay holes: seeked over, not copied)
+    for path in heard:
+        with open(path, "rb") as f:
+            data += sum(length for _, length, is_data in zipappend._extents(f.fileno(), path.stat().st_size) if is_data)
+    assert sum(copied) == data > 0
+    with zipfile.ZipFile(tmp_path / "out") as archive:
+        assert archive.testzip() is None
+
+
+def test_a_recorded_crc_of_other_bytes_is_caught_and_the_digests_are_taken_again(tmp_path: Path) -> None:
+    """A change within one timestamp tick keeps the stat; the CRC-32 of the bytes copied tells."""
+    base, _ = _golden_inputs(tmp_path)
+    entries, heard = _recorded_as_read(tmp_path)
+    model = next(p for p in heard if p.name == "model.gguf")
+    lied = {p: (sha256, crc32 ^ 1 if p == model else crc32) for p, (_, sha256, crc32) in heard.items()}
+    result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=lambda path, st: lied[path])
+    written = (tmp_path / "out").read_bytes()
+    assert written == (tmp_path / "first").read_bytes()  # the header holds the CRC of the bytes, not the record's
+    assert result.sha256 == GOLDEN[4096] == hashlib.sha256(written).hexdigest()
+    assert result.entry("model.gguf").sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+
+
+def test_without_copy_file_range_the_bytes_are_copied_through_the_buffers(tmp_path: Path, monkeypatch) -> None:
+    base, _ = _golden_inputs(tmp_path)
+    entries, heard = _recorded_as_read(tmp_path)
+
+    def unsupported(*args: object) -> int:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(zipappend.os, "copy_file_range", unsupported)
+    result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH,
+                    known=lambda path, st: heard[path][1:] if path in heard else None)
+    assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
+    assert result.sha256 == GOLDEN[4096]

@@ -206,12 +206,13 @@ class Packaged:
 
 
 def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, claims: Sequence[Path] = (),
-                   on_digest: zipappend.Digest | None = None) -> Packaged:
+                   on_digest: zipappend.Digest | None = None, known: zipappend.Known | None = None) -> Packaged:
     """Check the inputs, then write ``output``; nothing is written when a check fails.
 
     ``claims`` (the files that describe the artifact: its MANIFEST.json, SBOM and provenance Statement) are removed
     just before the new artifact takes the old one's place: a run killed before the steps that write them again
-    leaves an artifact with no manifest, never one describing other bytes. ``on_digest`` as for zipappend.append.
+    leaves an artifact with no manifest, never one describing other bytes. ``on_digest`` and ``known`` as for
+    zipappend.append.
     """
     version, text = check(contents)
 
@@ -220,7 +221,7 @@ def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, 
             claim.unlink(missing_ok=True)
 
     result = zipappend.append(contents.host, contents.entries(text), output, align=align, epoch=epoch,
-                              before_replace=drop_claims, on_digest=on_digest)
+                              before_replace=drop_claims, on_digest=on_digest, known=known)
     return Packaged(result, version, text)
 
 

@@ -11,27 +11,86 @@ for make, Ninja and SCons' own content-timestamp decider.
 
 Signatures given this way read ``sha256:<hex>``: never equal to an MD5 signature, so a comparison
 across the two kinds counts as a change (a rebuild), never as a match.
+
+What the packager read as an entry (the model, the DSOs) is remembered with its CRC-32 too, and kept across
+runs in ``BUILD_DIR/file-digests.json`` (:meth:`Digests.keep_in`): a repackage whose model did not change
+knows the model's local header before its data, so the artifact's SHA-256 is taken as it is written and the
+model is read once, not hashed again (formats/zipappend.py). The CRC-32 of the bytes copied is still checked
+against the recorded one; a mismatch (a change within one timestamp tick) is caught there and hashed anew.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import threading
 from pathlib import Path
 
 from opencoti_build.files import Identity, identity
 
 PREFIX = "sha256:"
+RECORD_NAME = "file-digests.json"
+_FORMAT = 1
 
 
 class Digests:
-    """The digests one run knows: path -> (the stat identity it had, its ``sha256:`` signature)."""
+    """The digests one run knows: path -> (the stat identity it had, its ``sha256:`` signature, an entry's CRC-32)."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[Identity, str]] = {}
+        self._known: dict[str, tuple[Identity, str, int | None]] = {}
+        self._record: Path | None = None
+        self._lock = threading.Lock()  # artifact steps run on several workers
 
-    def remember(self, path: Path | str, st: os.stat_result, sha256: str) -> None:
-        """``path`` had the SHA-256 ``sha256`` while it had the stat ``st``."""
-        self._known[os.path.abspath(path)] = (identity(st), PREFIX + sha256)
+    def remember(self, path: Path | str, st: os.stat_result, sha256: str, crc32: int | None = None) -> None:
+        """``path`` had the SHA-256 ``sha256`` (and, read as an entry, the CRC-32 ``crc32``) while it had the stat ``st``."""
+        with self._lock:
+            self._known[os.path.abspath(path)] = (identity(st), PREFIX + sha256, crc32)
+
+    def entry(self, path: Path | str, st: os.stat_result) -> tuple[str, int] | None:
+        """(sha256, crc32) recorded for ``path`` read as an entry, if ``st`` is still the stat it had then."""
+        found = self._known.get(os.path.abspath(path))
+        if found is None or found[2] is None or found[0] != identity(st):
+            return None
+        return found[1].removeprefix(PREFIX), found[2]
+
+    def keep_in(self, record: Path) -> None:
+        """Load the entries' digests an earlier run kept in ``record`` (once), and keep this run's there on :meth:`save`."""
+        with self._lock:
+            if self._record is not None:
+                return
+            self._record = record
+            try:
+                data = json.loads(record.read_text())
+            except (OSError, ValueError):
+                return  # none yet, or unreadable: every entry is hashed as it is read
+            if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("files"), dict):
+                return
+            for path, value in data["files"].items():
+                try:
+                    ident, sha256, crc32 = value
+                    self._known.setdefault(path, (tuple(int(v) for v in ident), PREFIX + str(sha256), int(crc32)))
+                except (TypeError, ValueError):
+                    continue
+
+    def save(self) -> None:
+        """Write the entries' digests whose files still have the recorded stat to the record (atomically)."""
+        with self._lock:
+            if self._record is None:
+                return
+            files = {}
+            for path, (ident, signature, crc32) in sorted(self._known.items()):
+                try:
+                    current = identity(os.stat(path))
+                except OSError:
+                    continue
+                if crc32 is not None and current == ident:
+                    files[path] = [list(ident), signature.removeprefix(PREFIX), crc32]
+            staged = self._record.with_name(f"{self._record.name}.{os.getpid()}.tmp")
+            try:
+                staged.write_text(json.dumps({"format": _FORMAT, "files": files}, indent=0) + "\n")
+                os.replace(staged, self._record)
+            except OSError:  # a record not kept costs the next repackage one read-back, nothing else
+                staged.unlink(missing_ok=True)
 
     def known(self, path: Path | str) -> str | None:
         """The remembered signature of ``path``, if it still has the stat it had then; else None."""

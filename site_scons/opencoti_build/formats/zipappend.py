@@ -7,27 +7,27 @@ entries and the new ones. Offsets are absolute, as cosmopolitan's zip store expe
 structures appear only where a value does not fit, so ordinary artifacts stay readable by
 readers without zip64 support.
 
-Each input is read once. An entry's local header goes out with a placeholder CRC-32, its data
-streams through a few fixed buffers while CRC-32 runs on a thread of its own (zlib and hashlib
-release the GIL), and the header is filled in afterwards. Memory use is constant; holes in sparse
+Each input is read once. An entry's data streams through a few fixed buffers while its CRC-32 and SHA-256
+run on a thread of their own (zlib and hashlib release the GIL). Memory use is constant; holes in sparse
 inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
 
-The output's own SHA-256 must see each header before its data, and the header's CRC is known only
-after the data: so the output's digest follows the writer on a thread of its own, reading back
-each entry's bytes from the output (just written, so from the page cache) once its header is
-final, and goes on past the fsync and the rename. Each entry's own SHA-256 is read back from the
-output the same way, on another thread, beside it: during the copy the two cores this was tuned on
-are busy with the copy's system calls and the CRC, and after it the two digests take one core
-each. The base needs no read-back: its digest is taken as it is copied, and is the output's up to
-its end.
+The output's own SHA-256 is taken from the bytes as they are written, on a thread of its own, in file order:
+so each local header must be final before its data. It is when the entry's CRC-32 is known up front: a blob,
+or a file whose SHA-256 and CRC-32 ``known`` still vouches for (the packager records them with the file's
+stat identity, so a repackage with the same model knows them). Such a file's bytes go to the output with
+``copy_file_range`` where the kernel offers it (a reflink-capable filesystem then copies no data) and are
+read once, for the digest and the CRC-32, which is checked against the recorded one. A file whose CRC-32 is
+not known gets a placeholder header, filled in after its data: from that header on, the output's digest is
+read back from the output (just written, so from the page cache) instead, on the same thread, beside the
+fsync. The zip format puts the CRC before the data, so nothing can hash those bytes in order any earlier.
 
 An input that changes while it is read is caught by its stat: size, mtime and ctime (ns), inode,
 taken before and after the read on the open file, must agree. Any write, truncation or chmod moves
 them; what is not caught is a write within the same kernel timestamp tick as the first stat (a few
 ms, as for make and Ninja) or a change through a shared mapping whose mtime the kernel has not yet
 updated. A file renamed over the input is not a change: the open file is read to its end, whole.
-``on_digest`` hears each file read or written whole with its stat and SHA-256 (the build records
-them so that no one hashes a multi-GiB file again, see site_scons/opencoti_build/cache/file_digests.py).
+``on_digest`` hears each file read or written whole with its stat, SHA-256 and (an entry's) CRC-32 (the build
+records them so that no one hashes a multi-GiB file again, see site_scons/opencoti_build/cache/file_digests.py).
 """
 from __future__ import annotations
 
@@ -207,9 +207,10 @@ class _Crc:
 
 
 class _Workers:
-    """The helper threads: one that digests the chunks being copied, one that reads back the output for its
-    digest and one for its entries' digests, one that writes the output back to disk (fsync) while the copy
-    and the read-back go on, then frees the output it replaced.
+    """The helper threads: one that digests the chunks of an input (its CRC-32 and SHA-256), one that takes the
+    output's SHA-256 in file order (as written, or read back), one that reads back an entry whose recorded
+    digest proved wrong, one that writes the output back to disk (fsync) while the copy and the digests go on,
+    then frees the output it replaced.
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
     queued work is cancelled and running work awaited, so no thread outlives the files it uses.
@@ -217,12 +218,13 @@ class _Workers:
 
     def __init__(self) -> None:
         self.digest = ThreadPoolExecutor(1, thread_name_prefix="zipappend-digest")
-        self.readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-readback")
+        self.output = ThreadPoolExecutor(1, thread_name_prefix="zipappend-output")
         self.entry_readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-entry-readback")
         self.writeback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-writeback")
         self.flush: Future | None = None
         self.freeing: list[tuple[Future, int]] = []  # replaced outputs' descriptors, closed on the writeback thread
         self.buffers = [memoryview(bytearray(_CHUNK)) for _ in range(_BUFFERS)]
+        self.kernel_copy = True  # until copy_file_range says it cannot copy between these files
 
     def write_back(self, fd: int) -> None:
         """Have the disk write what is in the page cache so far, unless it is still at the last lot: it then
@@ -261,7 +263,7 @@ class _Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for pool in (self.digest, self.readback, self.entry_readback, self.writeback):
+        for pool in (self.digest, self.output, self.entry_readback, self.writeback):
             pool.shutdown(wait=True, cancel_futures=True)
         for closing, fd in self.freeing:
             if closing.cancelled():  # the writeback thread never got to it: close it here, or it leaks
@@ -269,48 +271,84 @@ class _Workers:
 
 
 def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers,
-          update: Callable[[bytes | memoryview], object]) -> None:
-    """Write ``f``'s first ``size`` bytes to ``sink``; ``update`` sees them all, in order, on the digest thread."""
-    busy: list[Future | None] = [None for _ in workers.buffers]
+          update: Callable[[bytes | memoryview], object], *, kernel_copy: bool = False) -> None:
+    """Write ``f``'s first ``size`` bytes to ``sink``; ``update`` sees them all, in order, on the digest thread.
+
+    ``kernel_copy``: copy with copy_file_range while the kernel can (no data copied on a reflink-capable
+    filesystem), then read the same bytes once for the digests (from the page cache the copy filled)."""
+    busy: list[list[Future]] = [[] for _ in workers.buffers]
     turn = 0
-    for offset, length, is_data in _extents(f.fileno(), size):
+    fd = f.fileno()
+    for offset, length, is_data in _extents(fd, size):
         if not is_data:
             workers.digest.submit(_hash_zeros, length, update)
             sink.hole(length)
             continue
-        f.seek(offset)
         while length:
             view = workers.buffers[turn]
-            last = busy[turn]
-            if last is not None:
+            for last in busy[turn]:
                 last.result()  # this buffer's last chunk is hashed: it may be filled again
-            got = f.readinto(view[:min(length, _CHUNK)])
-            if not got:
+            wanted = min(length, _CHUNK)
+            copied = sink.copy_range(fd, offset, wanted, workers) if kernel_copy and workers.kernel_copy else 0
+            got = os.preadv(fd, [view[:copied or wanted]], offset)
+            if not got or got < copied:
                 raise ZipAppendError(f"{path} shrank while being packaged; package again")
             chunk = view[:got]
-            busy[turn] = workers.digest.submit(update, chunk)
-            sink.write(chunk)
+            busy[turn] = [workers.digest.submit(update, chunk)]
+            busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
             workers.write_back(sink.fd)
+            offset += got
             length -= got
             turn = (turn + 1) % len(workers.buffers)
-    workers.digest.submit(lambda: None).result()  # every update has run
+    workers.digest.submit(lambda: None).result()  # every update has run (holes' zeros included)
+    for futures in busy:
+        for future in futures:
+            future.result()  # ...and the output's digest is done with the buffers: the next input may fill them
 
 
 class _Sink:
-    """The output file: where writing has got to; zero runs become holes by seeking."""
+    """The output file: where writing has got to, and its digest (fed in order); zero runs become holes."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.pos = 0
+        self.digest: _OutputDigest | None = None  # from the end of the base on (the base's own digest is its start)
 
-    def write(self, data: bytes | memoryview) -> None:
+    def write(self, data: bytes | memoryview) -> Future | None:
+        """Write ``data``; the future of its digest update (``data`` must stay as it is until that is done)."""
         view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view):]
         self.pos += len(data)
+        return self.hashed(data)
+
+    def hashed(self, data: bytes | memoryview) -> Future | None:
+        """Bytes just written (by :meth:`copy_range`) go into the output's digest."""
+        return None if self.digest is None else self.digest.written(data)
+
+    def copy_range(self, src: int, offset: int, length: int, workers: _Workers) -> int:
+        """Copy ``length`` bytes of ``src`` from ``offset`` in the kernel; 0 (and none copied from now on) where
+        it cannot, or when ``src`` has no bytes there (the caller's read then says it shrank)."""
+        done = 0
+        while done < length:
+            try:
+                n = os.copy_file_range(src, self.fd, length - done, offset + done)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+                    raise
+                n = 0
+                if done == 0:
+                    workers.kernel_copy = False
+            if not n:
+                break
+            done += n
+        self.pos += done
+        return done
 
     def hole(self, length: int) -> None:
         self.pos = os.lseek(self.fd, length, os.SEEK_CUR)
+        if self.digest is not None:
+            self.digest.zeros(length)
 
     def patch(self, offset: int, data: bytes) -> None:
         """Overwrite bytes already written (a local header whose CRC-32 is now known)."""
@@ -318,6 +356,44 @@ class _Sink:
         while view:
             written = os.pwrite(self.fd, view, offset)
             view, offset = view[written:], offset + written
+
+
+class _OutputDigest:
+    """The output's SHA-256 in file order on one thread: from the bytes as written while every header before them
+    is final; from an entry whose CRC-32 comes only after its data on, read back from the output (once final)."""
+
+    def __init__(self, fd: int, sha: hashlib._Hash, thread: ThreadPoolExecutor) -> None:
+        self.fd, self.sha, self.thread = fd, sha, thread
+        self.readback: _ReadBack | None = None
+
+    def written(self, data: bytes | memoryview) -> Future | None:
+        return None if self.readback is not None else self.thread.submit(self.sha.update, data)
+
+    def zeros(self, length: int) -> None:
+        if self.readback is None:
+            self.thread.submit(_hash_zeros, length, self.sha.update)
+
+    def checkpoint(self) -> Future:
+        """The digest so far (a copy, taken in order on the thread): where to start again if a header proves wrong."""
+        return self.thread.submit(lambda: self.sha.copy())
+
+    def read_back_from(self, offset: int, checkpoint: Future | None = None) -> None:
+        """From ``offset`` on (a header to be patched), read the output back; from ``checkpoint``'s digest if given.
+        Once reading back, it goes on from where it is: every later byte is read back in turn."""
+        if self.readback is not None:
+            return
+        sha = checkpoint.result() if checkpoint is not None else self.sha
+        self.readback = _ReadBack(self.fd, offset, sha, self.thread)
+
+    def through(self, end: int) -> None:
+        if self.readback is not None:
+            self.readback.through(end)
+
+    def hexdigest(self) -> str:
+        if self.readback is not None:
+            return self.readback.hexdigest()
+        self.thread.submit(lambda: None).result()
+        return self.sha.hexdigest()
 
 
 class _ReadBack:
@@ -457,12 +533,13 @@ def _base_entries(base: Path, records: Sequence[CentralRecord], limit: int, buf:
     return infos
 
 
-Digest = Callable[[Path, os.stat_result, str], None]
+Digest = Callable[..., None]  # (path, stat, sha256, crc32=None): a file read or written whole
+Known = Callable[[Path, os.stat_result], "tuple[str, int] | None"]  # (sha256, crc32) recorded for a file as it is now
 
 
 def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, align: int = DEFAULT_ALIGN,
            epoch: int = 0, mode: int = 0o755, before_replace: Callable[[], None] | None = None,
-           on_digest: Digest | None = None) -> AppendResult:
+           on_digest: Digest | None = None, known: Known | None = None) -> AppendResult:
     """Write ``output`` = ``base`` + ``entries`` (stored, data aligned to ``align``) + one central directory.
 
     ``epoch`` (SOURCE_DATE_EPOCH) timestamps every new entry. The output is written beside
@@ -471,8 +548,9 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     the rename (the packager removes the old manifest there, so no manifest ever describes other bytes).
     The output's SHA-256 may finish after the rename: if it fails then, or the output is written to
     meanwhile, the new output stays in place, whole and on the disk, and the error means its digest
-    is unknown (the packager writes no manifest for it). ``on_digest(path, stat, sha256)`` is called
-    for the base and each file entry as read, then for the output as written.
+    is unknown (the packager writes no manifest for it). ``on_digest(path, stat, sha256, crc32=None)`` is
+    called for the base and each file entry (with its CRC-32) as read, then for the output as written.
+    ``known(path, stat)`` gives a file entry's (sha256, crc32) when they are recorded for it as it is now.
     Raises ZipAppendError (or ZipStoreError for a bad base).
     """
     base, output = Path(base), Path(output)
@@ -484,7 +562,7 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         _check_input(entry)
     base_infos = _base_entries(base, store.records, store.cd_offset, bytearray(_CHUNK))
     date, dtime = dos_datetime(epoch)
-    heard = on_digest or (lambda path, st, sha256: None)
+    heard = on_digest or (lambda path, st, sha256, crc32=None: None)
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -498,11 +576,12 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
             base_read = _read_whole(base, store.file_size, sink, workers, base_sha.update)
             if store.file_size == base_read.st_size:  # read whole
                 heard(base, base_read, base_sha.hexdigest())
-            digest = _ReadBack(fd, sink.pos, base_sha.copy(), workers.readback)  # the output begins with the base
+            digest = sink.digest = _OutputDigest(fd, base_sha.copy(), workers.output)  # the output begins with the base
             records = [r.raw for r in store.records]
             written_entries = []
             for entry in entries:
-                written_entry, record = _write_entry(sink, entry, workers, align=align, date=date, dtime=dtime)
+                written_entry, record = _write_entry(sink, entry, workers, align=align, date=date, dtime=dtime,
+                                                     known=known)
                 digest.through(sink.pos)
                 written_entries.append(written_entry)
                 records.append(record)
@@ -517,13 +596,13 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
             if before_replace is not None:
                 before_replace()
             workers.replace(tmp, output)
-            sha256 = digest.hexdigest()  # the read-backs, from the page cache, may outlast the fsync
+            sha256 = digest.hexdigest()  # a read-back, from the page cache, may outlast the fsync
             infos = base_infos + [e.info(heard) for e in written_entries]
             renamed = os.fstat(fd)  # the rename moves the ctime; anything else means another writer
         os.close(fd)
         fd = -1
         if (renamed.st_size, renamed.st_mtime_ns) != (written.st_size, written.st_mtime_ns):
-            # the read-back may have seen the other writer's bytes: no digest of this file can be vouched for
+            # a read-back may have seen the other writer's bytes: no digest of this file can be vouched for
             raise ZipAppendError(f"{output} was written to while being packaged; package again")
     except BaseException as exc:
         if fd >= 0:
@@ -536,24 +615,32 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     return AppendResult(output, sink.pos, sha256, base_sha.hexdigest(), align, tuple(infos))
 
 
-def _read_whole(path: Path, size: int, sink: _Sink, workers: _Workers,
-                update: Callable[[bytes | memoryview], object]) -> os.stat_result:
-    """Copy ``path`` (``size`` bytes, or all of it when negative) once; its stat. A change while it is read is refused."""
+def _open_input(path: Path) -> tuple[FileIO, os.stat_result]:
     try:
         f = open(path, "rb", buffering=0)
     except OSError as exc:
         raise ZipAppendError(f"cannot read {path}: {exc.strerror}") from exc
+    return f, os.fstat(f.fileno())
+
+
+def _unchanged(path: Path, f: FileIO, before: os.stat_result) -> None:
+    if identity(os.fstat(f.fileno())) != identity(before):
+        raise ZipAppendError(f"{path} changed while being packaged; package again")
+
+
+def _read_whole(path: Path, size: int, sink: _Sink, workers: _Workers,
+                update: Callable[[bytes | memoryview], object]) -> os.stat_result:
+    """Copy ``path`` (``size`` bytes, or all of it when negative) once; its stat. A change while it is read is refused."""
+    f, before = _open_input(path)
     with f:
-        before = os.fstat(f.fileno())
         _copy(path, f, before.st_size if size < 0 else size, sink, workers, update)
-        if identity(os.fstat(f.fileno())) != identity(before):
-            raise ZipAppendError(f"{path} changed while being packaged; package again")
+        _unchanged(path, f, before)
     return before
 
 
 @dataclass
 class _WrittenEntry:
-    """An entry in the output; a file entry's SHA-256 is still being read back from there."""
+    """An entry in the output; a file entry's SHA-256 may still be being read back from there."""
 
     entry: Entry
     start: int
@@ -563,45 +650,70 @@ class _WrittenEntry:
     read: os.stat_result | None = None  # a file entry's stat as it was read
 
     def info(self, heard: Digest) -> EntryInfo:
-        """The entry's info, once its digest is read back; ``heard`` hears of a file entry's."""
+        """The entry's info, once its digest is known; ``heard`` hears of a file entry's."""
         sha256 = self.digest if isinstance(self.digest, str) else self.digest.hexdigest()
         if self.entry.path is not None and self.read is not None:
-            heard(self.entry.path, self.read, sha256)
+            heard(self.entry.path, self.read, sha256, crc32=self.crc32)
         return EntryInfo(self.entry.name, self.start, self.size, self.size, "stored", self.crc32, sha256, appended=True)
 
 
-def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, date: int,
-                 dtime: int) -> tuple[_WrittenEntry, bytes]:
-    """Padding, local header (CRC-32 filled in after the data), data: the entry written and its central record."""
+def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, date: int, dtime: int,
+                 known: Known | None) -> tuple[_WrittenEntry, bytes]:
+    """Padding, local header, data: the entry written and its central record."""
     if entry.data is not None:
         size, crc32 = len(entry.data), zlib.crc32(entry.data)
+        offset, start, _ = _header(sink, _Pending(entry, size, crc32), align, date, dtime)
+        sink.write(entry.data)
+        written = _WrittenEntry(entry, start, size, crc32, hashlib.sha256(entry.data).hexdigest())
+        return written, _central_record(_Pending(entry, size, crc32), offset, date, dtime)
+    assert entry.path is not None
+    f, before = _open_input(entry.path)
+    with f:
+        size = before.st_size  # what the header's size fields (and zip64 extra) need
+        recorded = known(entry.path, before) if known is not None else None
+        assert sink.digest is not None  # the base is written: the output's digest has begun
+        # without a recorded CRC-32 the header's comes after the data: the output's digest reads back from it on
+        offset, start, checkpoint = _header(sink, _Pending(entry, size, 0 if recorded is None else recorded[1]),
+                                            align, date, dtime, final=recorded is not None)
+        crc, sha = _Crc(), hashlib.sha256()
+
+        def update(chunk: bytes | memoryview) -> None:
+            crc.update(chunk)
+            if recorded is None:
+                sha.update(chunk)
+
+        _copy(entry.path, f, size, sink, workers, update, kernel_copy=recorded is not None)
+        _unchanged(entry.path, f, before)
+    digest: _ReadBack | str
+    if recorded is not None and crc.value == recorded[1]:
+        digest = recorded[0]
     else:
-        assert entry.path is not None
-        try:
-            size = os.stat(entry.path).st_size  # what the header's size fields (and zip64 extra) need
-        except OSError as exc:
-            raise ZipAppendError(f"cannot read {entry.path}: {exc.strerror}") from exc
-        crc32 = 0  # a placeholder until the data has been read
-    header = _local_header(_Pending(entry, size, crc32), date, dtime)
+        sink.patch(offset, _local_header(_Pending(entry, size, crc.value), date, dtime))
+        if recorded is None:
+            digest = sha.hexdigest()
+        else:  # recorded for other bytes (changed within one timestamp tick): hash what was copied, from the output
+            assert checkpoint is not None
+            sink.digest.read_back_from(offset, checkpoint)
+            digest = _ReadBack(sink.fd, start, hashlib.sha256(), workers.entry_readback)
+            digest.through(start + size)
+    written = _WrittenEntry(entry, start, size, crc.value, digest, before)
+    return written, _central_record(_Pending(entry, size, crc.value), offset, date, dtime)
+
+
+def _header(sink: _Sink, pending: _Pending, align: int, date: int, dtime: int, *,
+            final: bool = True) -> tuple[int, int, Future | None]:
+    """Pad so the data lands on ``align``, write the local header: (header offset, data offset, the output's
+    digest up to the header). A header not ``final`` is patched later: the output's digest reads back from it."""
+    header = _local_header(pending, date, dtime)
     start = -(-(sink.pos + len(header)) // align) * align  # data offset: next multiple of align
     sink.write(bytes(start - len(header) - sink.pos))
     offset = sink.pos
+    assert sink.digest is not None
+    checkpoint = sink.digest.checkpoint() if final else None
+    if not final:
+        sink.digest.read_back_from(offset)
     sink.write(header)
-    if entry.data is not None:
-        sink.write(entry.data)
-        written = _WrittenEntry(entry, start, size, crc32, hashlib.sha256(entry.data).hexdigest())
-    else:
-        assert entry.path is not None  # as above: an entry without data is a file's
-        crc = _Crc()
-        read = _read_whole(entry.path, -1, sink, workers, crc.update)
-        if read.st_size != size:
-            raise ZipAppendError(f"{entry.path} changed while being packaged; package again")
-        crc32 = crc.value
-        sink.patch(offset, _local_header(_Pending(entry, size, crc32), date, dtime))
-        digest = _ReadBack(sink.fd, start, hashlib.sha256(), workers.entry_readback)
-        digest.through(start + size)
-        written = _WrittenEntry(entry, start, size, crc32, digest, read)
-    return written, _central_record(_Pending(entry, size, crc32), offset, date, dtime)
+    return offset, start, checkpoint
 
 
 __all__ = [
