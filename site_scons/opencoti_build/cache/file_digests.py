@@ -67,8 +67,9 @@ class Digests:
                 return
             for path, value in data["files"].items():
                 try:
-                    ident, sha256, crc32 = value
-                    self._known.setdefault(path, (tuple(int(v) for v in ident), PREFIX + str(sha256), int(crc32)))
+                    (dev, ino, size, mtime, ctime), sha256, crc32 = value
+                    ident = (int(dev), int(ino), int(size), int(mtime), int(ctime))
+                    self._known.setdefault(path, (ident, PREFIX + str(sha256), int(crc32)))
                 except (TypeError, ValueError):
                     continue
 

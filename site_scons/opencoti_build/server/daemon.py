@@ -44,6 +44,9 @@ from opencoti_build.server import protocol
 from opencoti_build.server.watcher import Changes, Watcher
 from opencoti_scons import engine
 
+NULL_ANSWER = "answered from the record"  # the server's log says how each request was answered
+FORKED_RUN = "ran"
+
 
 class Restart(Exception):
     """The server's code changed: re-execute (raised out of the loop, so nothing of the old code runs on)."""
@@ -105,10 +108,10 @@ class Server:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Stop
-            ready, _, _ = select.select([self.listener, self.watcher], [], [], left)
-            if self.watcher in ready:
+            ready, _, _ = select.select([self.listener.fileno(), self.watcher.fileno()], [], [], left)
+            if self.watcher.fileno() in ready:
                 self._take_events()
-            if self.listener in ready:
+            if self.listener.fileno() in ready:
                 try:
                     conn, _ = self.listener.accept()
                 except OSError:
@@ -146,8 +149,13 @@ class Server:
                 if reason:
                     protocol.send(conn, {"fallback": reason})
                 else:
-                    protocol.send(conn, {"status": self._build(message, fds, conn)})
-                    self._after_run()
+                    started = time.monotonic()
+                    status, how = self._build(message, fds, conn)
+                    protocol.send(conn, {"status": status})
+                    print(f"{time.strftime('%H:%M:%S')} build {' '.join(message['argv'])}: {how}, status {status}, "
+                          f"{time.monotonic() - started:.3f} s", file=sys.stderr, flush=True)
+                    if how != NULL_ANSWER:
+                        self._after_run()
         except Restart:
             protocol.send(conn, {"retry": True})
             raise
@@ -169,12 +177,13 @@ class Server:
 
     # one request
 
-    def _build(self, message: dict[str, Any], fds: Sequence[int], conn: socket.socket) -> int:
+    def _build(self, message: dict[str, Any], fds: Sequence[int], conn: socket.socket) -> tuple[int, str]:
+        """(the exit status, how it was answered: NULL_ANSWER or FORKED_RUN)."""
         start = time.time()
         argv, cwd, env = message["argv"], message["cwd"], message["env"]
         if self._null_answer(argv, cwd, env, fds, start):
-            return 0
-        return self._forked_run(argv, cwd, env, fds, conn, start)
+            return 0, NULL_ANSWER
+        return self._forked_run(argv, cwd, env, fds, conn, start), FORKED_RUN
 
     def _null_answer(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], start: float) -> bool:
         """Print the fast path's output when the record holds: only changed paths are stat'ed again."""
@@ -293,11 +302,11 @@ def _signal_group(pid: int, sig: int) -> None:
 def _reopen_std_streams() -> None:
     """Python's own standard streams, on the descriptors the client passed (a terminal is line-buffered)."""
     encoding = os.environ.get("PYTHONIOENCODING") or sys.stdout.encoding
-    sys.stdin = sys.__stdin__ = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
-    sys.stdout = sys.__stdout__ = open(1, "w", buffering=1 if os.isatty(1) else -1,  # noqa: SIM115
-                                       encoding=encoding, closefd=False)
-    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding=encoding,  # noqa: SIM115
-                                       errors="backslashreplace", closefd=False)
+    sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, encoding=encoding, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding=encoding, errors="backslashreplace", closefd=False)  # noqa: SIM115
+    for name in ("stdin", "stdout", "stderr"):  # SCons's revert_io restores these
+        setattr(sys, f"__{name}__", getattr(sys, name))
 
 
 class _client_streams:  # noqa: N801 - used as a context manager, like open()
@@ -341,6 +350,14 @@ def main(args: Sequence[str]) -> int:
                        "`python3 -m opencoti_build build TARGET`")
     if not (project / "SConstruct").is_file():
         return _refuse(f"no SConstruct in {project}; run serve in the checkout's top directory")
+    site = project / "site_scons"
+    if Path(opencoti_build.__file__).resolve().parents[1] != site.resolve():
+        # the build's modules must be this checkout's, as SCons imports them for a scons run here (not those of
+        # the checkout the project was pip-installed from): start again with its site_scons first on the path
+        path = os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+        os.execve(sys.executable, [sys.executable, "-m", "opencoti_build", "serve", *args],
+                  dict(os.environ, PYTHONPATH=path))
+    sys.path[:] = [p for p in sys.path if p not in ("", str(project))]  # a scons run has no checkout on its path
     if ns.inherit:  # re-executed after a change to its code: the socket and the lock are the old process's
         listener = socket.socket(fileno=ns.inherit[0])
         lock_fd = ns.inherit[1]
@@ -367,6 +384,7 @@ def main(args: Sequence[str]) -> int:
     try:
         server.serve()
     except Restart:
+        print(f"{time.strftime('%H:%M:%S')} the server's code changed: restarting", file=sys.stderr, flush=True)
         os.set_inheritable(listener.fileno(), True)
         os.set_inheritable(lock_fd, True)
         os.execv(sys.executable, [sys.executable, "-m", "opencoti_build", "serve", "--idle-timeout",

@@ -1,0 +1,171 @@
+"""The resident build server (python3 -m opencoti_build serve | build | stop) on a private checkout: what a user
+sees of it (outputs, the summary, the exit status, the server's log) against what one-shot scons runs do.
+
+The seeded differential rounds (random edits through the server, each compared with a full evaluation and a
+clean one-shot build) are in tests/soak/test_server.py.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from opencoti_build.server import daemon, protocol
+from opencoti_build.server.watcher import Changes, Watcher
+
+from null_build_checkout import Checkout, append_text, assert_equals_clean_build, prepare
+from scons_runs import compiled, summary
+from server_runs import Server, build, client, popen_build, start
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Checkout:
+    root = tmp_path_factory.mktemp("server")
+    return prepare(root / "co", root / "cache", 1, 0)
+
+
+@pytest.fixture(scope="module")
+def server(checkout: Checkout) -> Iterator[Server]:
+    started = start(checkout)
+    yield started
+    started.stop()
+
+
+def _unclocked(text: str) -> str:
+    """Output with the summary's time left out (the only thing two runs of the same build may print differently)."""
+    return "\n".join(line.rsplit(" in ", 1)[0] if summary.parse(line + "\n") else line for line in text.splitlines())
+
+
+def test_a_null_request_is_answered_from_the_record_as_a_scons_run_would_answer(checkout: Checkout,
+                                                                              server: Server) -> None:
+    first = build(checkout)
+    assert first.returncode == 0, first.stdout + first.stderr
+    null = build(checkout)
+    assert null.returncode == 0, null.stdout + null.stderr
+    assert server.answers()[-1] == daemon.NULL_ANSWER
+    counts = summary.parse(null.stdout)
+    assert counts and counts["compiled"] == counts["cached"] == 0 and counts["current"] > 0
+    argv, env = checkout.command()  # the same request as a one-shot scons run in the checkout takes the fast path
+    plain = subprocess.run([sys.executable, "-m", "SCons", *argv[5:]], cwd=checkout.root, env=env,
+                           capture_output=True, text=True, timeout=900)
+    assert plain.returncode == 0
+    assert (_unclocked(null.stdout), null.stderr) == (_unclocked(plain.stdout), plain.stderr)
+
+
+def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checkout: Checkout,
+                                                                          server: Server) -> None:
+    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n/* edited through the server */\n")
+    would = checkout.run("-n")  # a one-shot dry run: what a scons run would compile now
+    edited = build(checkout)
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    assert server.answers()[-1] == daemon.FORKED_RUN
+    assert compiled(edited) == compiled(would) != []
+    assert checkout.run("-q").returncode == 0  # a full evaluation finds it current
+    again = build(checkout)
+    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == daemon.NULL_ANSWER
+    assert_equals_clean_build(checkout, "after a header edit through the server")
+
+
+def test_other_variables_or_no_server_run_scons_itself(checkout: Checkout, server: Server) -> None:
+    answered = len(server.answers())
+    verbose = build(checkout, "VERBOSE=1")  # another configuration: no server for it, so a plain scons run
+    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
+    assert summary.parse(verbose.stdout) is not None
+    moved = build(checkout, "-C", str(checkout.root))  # an option that moves the project: never sent
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert len(server.answers()) == answered
+
+
+def test_a_change_to_the_servers_code_restarts_it_before_the_request(checkout: Checkout, server: Server) -> None:
+    pid = server.pid
+    append_text(checkout.root / "site_scons" / "opencoti_build" / "tree" / "sources.py", "\n# a change the server must see\n")
+    changed = build(checkout)
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    log = server.log.read_text()
+    assert "the server's code changed: restarting" in log
+    assert server.answers()[-1] == daemon.FORKED_RUN  # the SConscripts read the new sources.py: a full run
+    assert server.pid == pid  # re-executed in place: the same process, socket and lock
+    assert build(checkout).returncode == 0 and server.answers()[-1] == daemon.NULL_ANSWER
+
+
+def test_a_second_server_for_the_same_configuration_is_refused_in_one_line(checkout: Checkout,
+                                                                           server: Server) -> None:
+    again = client(checkout.root, "serve", *server.variables, env=server.env)
+    assert again.returncode == 1
+    assert again.stderr.startswith("opencoti-build: a build server for this checkout and configuration runs "
+                                   f"already (pid {server.pid}); stop it with `python3 -m opencoti_build stop ")
+    assert again.stderr.count("\n") == 1
+
+
+def test_a_request_waits_for_a_run_that_holds_the_build_lock(checkout: Checkout, server: Server) -> None:
+    fd = os.open(checkout.root / "out" / ".lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another run holds BUILD_DIR: no null answer may be given meanwhile
+        waiting = popen_build(checkout)
+        time.sleep(2)
+        assert waiting.poll() is None, "the request was answered while another run held the build lock"
+    finally:
+        os.close(fd)
+    out, err = waiting.communicate(timeout=900)
+    assert waiting.returncode == 0, out + err
+    assert "waiting for the build running in" in out + err
+    assert server.answers()[-1] == daemon.FORKED_RUN
+
+
+def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(checkout: Checkout,
+                                                                            server: Server) -> None:
+    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n/* interrupted */\n")
+    running = popen_build(checkout, "--cache-disable")
+    assert running.stdout is not None
+    for line in running.stdout:  # the first compile has started
+        if "FATCC" in line:
+            break
+    running.send_signal(signal.SIGINT)
+    out, err = running.communicate(timeout=900)
+    assert running.returncode == 2, out + err
+    assert "interrupted" in (out + err).lower()
+    finished = build(checkout)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert checkout.run("-q").returncode == 0
+
+
+def test_stop_stops_the_server_and_removes_its_socket(checkout: Checkout, server: Server) -> None:
+    pid = server.pid
+    stopped = client(checkout.root, "stop", *server.variables, env=server.env)
+    assert stopped.stdout == f"stopped the build server (pid {pid})\n"
+    socket_path = protocol.server_dir(checkout.root, server.variables) / protocol.socket_name(server.variables)
+    assert not socket_path.exists()
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
+    again = client(checkout.root, "stop", *server.variables, env=server.env)
+    assert again.stdout == "no build server runs for this checkout and configuration\n"
+    plain = build(checkout)  # no server: the client runs scons itself
+    assert plain.returncode == 0 and summary.parse(plain.stdout)["compiled"] == 0
+
+
+def test_the_watcher_sees_writes_creations_removals_and_loses_track_loudly(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.c").write_text("a")
+    missing = tmp_path / "later" / "deep" / "b.h"  # watched through its nearest existing ancestor
+    watcher = Watcher()
+    try:
+        watcher.watch([str(tmp_path / "src" / "a.c"), str(missing)])
+        assert watcher.drain() == Changes()
+        (tmp_path / "src" / "a.c").write_text("b")
+        assert str(tmp_path / "src" / "a.c") in watcher.drain().paths
+        os.utime(tmp_path / "src" / "a.c", (1, 1))
+        assert str(tmp_path / "src" / "a.c") in watcher.drain().paths
+        (tmp_path / "later").mkdir()
+        seen = watcher.drain()
+        assert Changes(seen.paths).affected([str(missing)]) == [str(missing)]
+        shutil.rmtree(tmp_path / "src")  # a watched directory removed: nothing under it is watched any more
+        assert watcher.drain().everything
+    finally:
+        watcher.close()
