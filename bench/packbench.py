@@ -2,11 +2,14 @@
 
 The model is a GGUF v3 header followed by dense data (a repeated random block, so no filesystem
 hole or compression shortcut flatters either side). Every timed command starts after ``sync``. Each run:
-``cp`` the model to the same disk, and ``cp`` then ``sync`` of the copy (the bytes on the disk, as the
-packager's fsync leaves its artifact); change 8 bytes of the model (new content, new stamp) and ``scons package HOST=<pledge> MODEL=… CPU_ONLY=1
-ARGS=…`` (the first run writes the bare artifact too; later ones repackage only the embedder, as a changed
-model does), then ``opencoti-build verify`` of the embedder; and ``zipappend.append`` alone in a child
-Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
+``cp`` the model to the same disk, ``cp`` then ``sync`` of the copy (the bytes on the disk, as the
+packager's fsync leaves its artifact), and the by-hand way: ``cp``, ``sync``, then ``openssl dgst -sha256`` of
+the copy (coreutils' sha256sum is several times slower here, so openssl is the anchor); change 8 bytes of the
+model (new content, new stamp) and ``scons package HOST=<pledge> MODEL=… CPU_ONLY=1 ARGS=…`` (the first run
+writes the bare artifact too; later ones repackage only the embedder, as a changed model does), then
+``opencoti-build verify`` of the embedder; then a new host binary with the model unchanged and ``scons package``
+again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
+the artifact hashed as written); and ``zipappend.append`` alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
 taken from. Every multi-GiB file is deleted before returning.
 """
 from __future__ import annotations
@@ -59,9 +62,7 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     work.mkdir(parents=True)
     model = work / "model.gguf"
     host = work / "pledge"
-    # the pledge APE made to pass for a thin llamafile: a version string and the options the .args uses
-    zipappend.append(_pledge(), [zipappend.Entry.blob("llamafile-strings", b"\0llamafile v0.10.3\0-m\0--strace\0")], host)
-    os.chmod(host, 0o755)
+    make_host(host, 0)
     args = work / "bench.args"
     args.write_text(f"-m /zip/{model.name}\n--strace\n")
     build = work / "b"
@@ -79,10 +80,17 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             # the same bytes on the disk, as the packager leaves its artifact (coreutils' `sync FILE`: fsync)
             durable_copy = settled(["sh", "-c", 'cp "$0" "$1" && sync "$1"', model, work / "copy.gguf"])
             (work / "copy.gguf").unlink()
+            by_hand = settled(["sh", "-c", 'cp "$0" "$1" && sync "$1" && openssl dgst -sha256 "$1"', model,
+                               work / "copy.gguf"])
+            (work / "copy.gguf").unlink()
             change_model(model, i)
             package = settled(argv, env=env)
             if package.returncode != 0:
                 raise RuntimeError(f"scons package failed:\n{package.output[-2000:]}")
+            make_host(host, i + 1)  # a new binary, the same model
+            host_only = settled(argv, env=env)
+            if host_only.returncode != 0 or "PACKAGE" not in host_only.output:
+                raise RuntimeError(f"the binary-only scons package did not repackage:\n{host_only.output[-2000:]}")
             embedder = next((build / "dist" / "llamafile").glob("opencoti-embedder-*.llamafile"))
             direct = settled([sys.executable, "-c", _DIRECT, host, model, work / "direct.llamafile"], env=env)
             (work / "direct.llamafile").unlink(missing_ok=True)
@@ -91,8 +99,9 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             verify = settled([sys.executable, "-m", "opencoti_build", "verify", embedder], env=env)
             if verify.returncode != 0:
                 raise RuntimeError(f"verify failed:\n{verify.output[-2000:]}")
-            rows.append({"cp_wall": copy.wall, "cp_fsync_wall": durable_copy.wall,
+            rows.append({"cp_wall": copy.wall, "cp_fsync_wall": durable_copy.wall, "by_hand_wall": by_hand.wall,
                          "package_wall": package.wall, "package_rss_kib": package.max_rss_kib,
+                         "host_only_wall": host_only.wall, "host_only_rss_kib": host_only.max_rss_kib,
                          "append_wall": direct.wall, "append_rss_kib": direct.max_rss_kib,
                          "verify_wall": verify.wall, "verify_rss_kib": verify.max_rss_kib,
                          "artifact_bytes": embedder.stat().st_size})
@@ -108,7 +117,19 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
         "ratio_median": median([r["package_wall"] / r["cp_wall"] for r in rows]),
         "fsync_ratios": [r["package_wall"] / r["cp_fsync_wall"] for r in rows],
         "fsync_ratio_median": median([r["package_wall"] / r["cp_fsync_wall"] for r in rows]),
+        "by_hand_ratios": [r["package_wall"] / r["by_hand_wall"] for r in rows],
+        "by_hand_ratio_median": median([r["package_wall"] / r["by_hand_wall"] for r in rows]),
+        "host_only_ratios": [r["host_only_wall"] / r["cp_fsync_wall"] for r in rows],
+        "host_only_ratio_median": median([r["host_only_wall"] / r["cp_fsync_wall"] for r in rows]),
     }
+
+
+def make_host(host: Path, serial: int) -> None:
+    """The pledge APE made to pass for a thin llamafile (a version string and the options the .args uses); a new
+    ``serial`` gives a new binary."""
+    strings = b"\0llamafile v0.10.3\0-m\0--strace\0build " + str(serial).encode() + b"\0"
+    zipappend.append(_pledge(), [zipappend.Entry.blob("llamafile-strings", strings)], host)
+    os.chmod(host, 0o755)
 
 
 def settled(argv: list, env: dict | None = None):

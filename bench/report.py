@@ -204,6 +204,32 @@ def _realfat(real: dict) -> list[str]:
     return lines
 
 
+def _server(server: dict) -> list[str]:
+    """The build server's section: null requests and a header edit against make + ccache and one-shot scons."""
+    names = list(server["null"]["walls"])
+    rows = []
+    for part, title in (("null", "null request / build"), ("header_edit", "one-header edit")):
+        got = server[part]
+        for name in names:
+            ratio = got["ratio_medians"].get(name)
+            rows.append([title, name, _s(got["medians"][name]), ", ".join(f"{w:.3f}" for w in got["walls"][name]),
+                         ", ".join(str(c) for c in got["compiles"][name]),
+                         "–" if ratio is None else f"{ratio:.2f}× ({', '.join(f'{r:.2f}' for r in got['ratios'][name])})"])
+    edit = server["header_edit"]
+    return [f"## 1b. The build server ({server['tus']} TUs)", "",
+            "`python3 -m opencoti_build serve` started for the tree's variables; requests through `python3 -m "
+            "opencoti_build build -Q -j2 VARS`, beside make + ccache and one-shot `scons` on the same tree, each "
+            "with its own outputs and cache, the three in turn per run (order alternating). The edit gives "
+            f"`{edit['header']}` a new value each run ({edit['expected_dependents']} dependents). Ratios per run "
+            "against make + ccache.", "",
+            *_table(["", "build", "median wall", "runs", "compiles per run", "× make + ccache"], rows), "",
+            f"The server answered {server['answered_from_record']} of its {server['requests']} requests from the "
+            "null build's record (the others ran SCons in a child forked from it); its next request after the "
+            f"edits compiled {server['compiles_in_next_request']}; its binaries against the one-shot build's: "
+            f"{'byte-identical' if not server['differing_from_one_shot'] else 'differ: ' + ', '.join(server['differing_from_one_shot'])}.",
+            ""]
+
+
 def _packaging(results: dict) -> list[str]:
     rows = []
     smallest = min(results["packaging"], key=lambda p: p["size"])["medians"]["package_rss_kib"]
@@ -212,10 +238,12 @@ def _packaging(results: dict) -> list[str]:
         size = f"{p['size'] / GIB:.1f} GiB" if p["size"] >= GIB // 10 else f"{p['size'] >> 20} MiB"
         durable = (f"{_s(m['cp_fsync_wall'])} ({p['cp_fsync_gib_s']:.2f} GiB/s)", f"{p['fsync_ratio_median']:.2f}×") \
             if "cp_fsync_wall" in m else ("–", "–")  # runs recorded before the cp + fsync baseline
+        by_hand = (_s(m["by_hand_wall"]), f"{p['by_hand_ratio_median']:.2f}×", _s(m["host_only_wall"]),
+                   f"{p['host_only_ratio_median']:.2f}×") if "by_hand_wall" in m else ("–",) * 4  # older runs
         rows.append([size, str(len(p["runs"])),
-                     f"{_s(m['cp_wall'])} ({p['cp_gib_s']:.2f} GiB/s)", durable[0],
+                     f"{_s(m['cp_wall'])} ({p['cp_gib_s']:.2f} GiB/s)", durable[0], by_hand[0],
                      f"{_s(m['package_wall'])} ({p['package_gib_s']:.2f} GiB/s)", f"{p['ratio_median']:.2f}×",
-                     durable[1],
+                     durable[1], by_hand[1], by_hand[2], by_hand[3],
                      f"{m['package_rss_kib'] / 1024:.0f} MiB ({round((m['package_rss_kib'] - smallest) / 1024):+d})",
                      f"{_s(m['append_wall'])} ({p['append_gib_s']:.2f} GiB/s)", f"{m['append_rss_kib'] / 1024:.0f} MiB",
                      f"{_s(m['verify_wall'])} ({p['verify_gib_s']:.2f} GiB/s)", f"{m['verify_rss_kib'] / 1024:.0f} MiB"])
@@ -223,16 +251,21 @@ def _packaging(results: dict) -> list[str]:
             "A GGUF v3 header followed by dense data (a repeated random 4 MiB block: no holes). Every timed command "
             "starts after `sync` (no command pays for the last one's writeback). Per run, interleaved: "
             "`cp` of the model on the same disk; `cp` then `sync <copy>` (fsync: the copy on the disk, as the packager "
-            "leaves its artifact); 8 bytes of the model changed, then `scons package HOST=<cosmo-file's "
+            "leaves its artifact); the by-hand way: `cp`, `sync <copy>`, `openssl dgst -sha256 <copy>`; 8 bytes of "
+            "the model changed, then `scons package HOST=<cosmo-file's "
             "pledge APE> MODEL=<model> CPU_ONLY=1 ARGS=<--strace/--ftrace args>` (repackages the embedder: one read "
-            "of the model, its CRC-32 and SHA-256 on threads beside the copy, the disk writing it back meanwhile, then "
-            "the artifact's SHA-256 read back from the page cache beside the last fsync; the manifest); `zipappend.append` alone in a child Python; `python -m "
+            "of the model, its CRC-32 and SHA-256 on a thread beside the copy, the disk writing it back meanwhile, then "
+            "the artifact's SHA-256 read back from the model's header on, beside the last fsync; the manifest); a new "
+            "host binary with the same model, `scons package` again (binary only: the model's CRC-32 and SHA-256 "
+            "recorded, the model copied with copy_file_range and read once, the artifact hashed as written, nothing "
+            "read back); `zipappend.append` alone in a child Python; `python -m "
             "opencoti_build verify` of the embedder (whole-file sha256, then every entry's digest read in place). "
             "Peak RSS is the child's `ru_maxrss`, with its growth over the smallest model's in brackets. The page "
             "cache holds the model between passes (the machine has more memory than the model), so these are "
             "CPU/memory-bound figures, not cold-disk ones.", "",
-            *_table(["model", "runs", "cp", "cp + fsync", "scons package", "package / cp", "package / (cp + fsync)",
-                     "package peak RSS",
+            *_table(["model", "runs", "cp", "cp + fsync", "by hand (+ sha256)", "scons package", "package / cp",
+                     "package / (cp + fsync)", "package / by hand", "binary-only package",
+                     "binary-only / (cp + fsync)", "package peak RSS",
                      "zipappend.append alone", "append peak RSS", "verify", "verify peak RSS"], rows)]
 
 
@@ -324,6 +357,8 @@ def write(results: dict, docs: Path, sections: list[str]) -> Path:
         lines += _fat(results)
     if results.get("growth"):
         lines += _growth(results, docs)
+    if results.get("server"):
+        lines += _server(results["server"])
     if results.get("realtree"):
         lines += _realtree(results["realtree"])
     if results.get("realfat"):

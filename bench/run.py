@@ -1,4 +1,5 @@
-"""Benchmarks: this build against make + ccache on a generated fat tree, against CMake + Ninja on the real
+"""Benchmarks: this build against make + ccache on a generated fat tree (one-shot and through the build server),
+against CMake + Ninja on the real
 llama.cpp tree, its fat lane on that tree against its native lane, packaging a large GGUF, and a second checkout built from a warm Redis (against make + ccache's
 remote storage).
 
@@ -8,6 +9,7 @@ remote storage).
     python3 bench/run.py --parts realtree --heavy-runs 1   # one part; the others' last results are kept
     python3 bench/run.py --parts realfat --runs 3 --heavy-runs 1   # the fat lane on the real tree vs the native lane
     python3 bench/run.py --parts shared --runs 3            # a second checkout, empty local cache, warm Redis
+    python3 bench/run.py --parts server --runs 5            # the build server against make + ccache and one-shot scons
 
 Writes docs/benchmarks.json (every measurement) and docs/benchmarks.md (tables, then bench/tuning.md appended;
 `--report-only` rewrites the .md from the .json),
@@ -25,12 +27,12 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
 
-from bench import fatbench, packbench, realbench, realfatbench, report, sharedbench  # noqa: E402
+from bench import fatbench, packbench, realbench, realfatbench, report, serverbench, sharedbench  # noqa: E402
 from bench.llamacpp_sdist import sdist_llamacpp  # noqa: E402
 from bench.measure import machine, median  # noqa: E402
 
 GIB = 1 << 30
-PARTS = ("fat", "realtree", "realfat", "package", "shared")
+PARTS = ("fat", "server", "realtree", "realfat", "package", "shared")
 
 
 def _commit(project: Path) -> str:
@@ -82,7 +84,7 @@ def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
         results["commands"] = [results.pop("command")]
         return results
     old = json.loads(previous.read_text())
-    kept = {k: old[k] for k in ("fat", "growth", "realtree", "realfat", "packaging", "shared")
+    kept = {k: old[k] for k in ("fat", "growth", "server", "realtree", "realfat", "packaging", "shared")
             if k in old and k not in results}
     commits = {**old.get("commits", {}), **results.pop("commits")}
     command = results.pop("command")  # a command run again moves to the end: the list reproduces the record once
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         null = results["fat"]["null"]
         results["growth"] = [{"tus": args.tus, "medians": null["medians"], "ratio_median": null["ratio_median"]}]
         results["growth"] += [growth_point(project, args.work, n, runs, args.jobs) for n in growth]
+    if "server" in parts:
+        results["server"] = serverbench.measure(project, args.work / f"server-{args.tus}", args.tus, runs, args.jobs, _log)
     if "realtree" in parts:
         source = sdist_llamacpp(download=True)
         real = realbench.measure(source, project, args.work / "realtree", args.jobs, runs, heavy_runs, _log, rows)

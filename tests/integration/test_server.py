@@ -130,10 +130,10 @@ def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(chec
             break
     running.send_signal(signal.SIGINT)
     out, err = running.communicate(timeout=900)
-    assert running.returncode == 2, out + err
-    assert "interrupted" in (out + err).lower()
+    assert running.returncode == 2, out + err  # SCons's status for an interrupted build (-Q: no words for it)
     finished = build(checkout)
     assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert summary.parse(finished.stdout)["compiled"] > 0  # what the interrupted build had not got to
     assert checkout.run("-q").returncode == 0
 
 

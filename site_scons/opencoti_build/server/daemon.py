@@ -272,9 +272,12 @@ class Server:
             os._exit(code)
 
     def _after_run(self) -> None:
-        """A run ended: what it changed is the record's now; watch it again and check every path."""
+        """A run ended (its client has its status): what it changed is the record's now; watch it again and check
+        every path now, while no request waits, so the next null request re-checks only what changes from here."""
         self._take_events()
         self._load_record()
+        if self.record is not None and null_build.paths_difference(self.record) is None:
+            self.pending = Changes()
 
     def _load_record(self) -> None:
         """(Re)read the record, watch everything it depends on, then count every path as changed: a change made

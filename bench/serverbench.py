@@ -1,0 +1,106 @@
+"""Part "server": the build server on the generated fat tree, side by side with make + ccache and the one-shot
+scons build, in one run.
+
+Three builders of the same tree, each with its own outputs and cache (so each compiles an edited header's
+dependents itself): make + ccache, one-shot ``scons``, and requests through ``python3 -m opencoti_build build`` to
+a server started for the same variables. Null requests and a one-header edit are timed per run, the three in
+turn (order alternating); ratios are taken per run against make + ccache. After the edits, the server's
+binaries are compared byte for byte with the one-shot build's, and the server's next request must compile
+nothing. The server's own log gives how it answered each request and how long it took inside the server.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import fatbench, fattree
+from bench.measure import median, run
+from opencoti_build.report import summary
+from opencoti_build.server import daemon, protocol
+
+COMPARED = ("o/llamafile/llamafile", "o/llamafile/linked/llamafile.aarch64.elf", "o/llamafile/linked/llamafile.com.dbg")
+
+
+class ServerBuild:
+    """Requests to a build server for ``project`` with every output under ``work`` (its cache seeded from another's)."""
+
+    name = "scons via server"
+
+    def __init__(self, project: Path, tree: Path, work: Path, jobs: int) -> None:
+        self.project, self.tree, self.work, self.out = project, tree, work, work / "out"
+        vars_ = {"SRC": tree, "BUILD_DIR": self.out, "CACHE_DIR": work / "cache", "DIST_DIR": work / "dist",
+                 "BACKEND_DIST_DIR": work / "vendors-dist", "COMPILEDB": work / "compile_commands.json",
+                 "COSMOCC": "stand-in"}
+        self.variables = [f"{k}={v}" for k, v in vars_.items()]
+        self.argv = [sys.executable, "-m", "opencoti_build", "build", "-Q", f"-j{jobs}", *self.variables]
+
+    def start(self) -> None:
+        subprocess.run([sys.executable, "-m", "opencoti_build", "serve", "--detach", *self.variables],
+                       cwd=self.project, check=True, capture_output=True)
+
+    def stop(self) -> None:
+        subprocess.run([sys.executable, "-m", "opencoti_build", "stop", *self.variables], cwd=self.project,
+                       capture_output=True)
+
+    def build(self) -> fatbench.Outcome:
+        result = run(self.argv, cwd=self.project)
+        compiles = sum(1 for line in summary.unprefixed(result.output) if line.startswith("FATCC "))
+        return fatbench.Outcome(result.returncode, result.wall, compiles)
+
+    def log_lines(self) -> list[str]:
+        log = protocol.server_dir(self.project, self.variables) / (protocol.configuration_key(self.variables) + ".log")
+        return [line for line in log.read_text().splitlines() if " build " in line]
+
+
+def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> dict:
+    tree, (scons, make) = fatbench.prepare(work, tus, project, jobs)
+    log(f"server part: cold builds of {tus} TUs")
+    cold = fatbench.cold([scons, make])
+    for name, outcome in cold.items():
+        if outcome["returncode"] != 0:
+            raise SystemExit(f"bench: the cold {name} build failed (rc {outcome['returncode']})")
+    server = ServerBuild(project, tree.root, work / "server", jobs)
+    shutil.copytree(scons.work / "cache", server.work / "cache")  # its first build restores; its edits compile
+    server.start()
+    try:
+        first = server.build()
+        if first.returncode != 0 or first.compiles:
+            raise SystemExit(f"bench: the server's first build failed or compiled ({first})")
+        builds = [server, make, scons]
+        log("server part: null requests")
+        null = _timed(builds, runs, edit=None)
+        log("server part: header edits")
+        edit = _timed(builds, runs, edit=tree)
+        after = server.build().compiles
+        differing = [rel for rel in COMPARED if (server.out / rel).read_bytes() != (scons.out / rel).read_bytes()]
+        answers = server.log_lines()
+    finally:
+        server.stop()
+    return {"tus": tus, "cold": cold, "null": null, "header_edit": {**edit, "header": fattree.EDIT_HEADER,
+            "expected_dependents": len(tree.dependents(fattree.EDIT_HEADER))},
+            "compiles_in_next_request": after, "differing_from_one_shot": differing,
+            "answered_from_record": sum(daemon.NULL_ANSWER in line for line in answers), "requests": len(answers),
+            "server_log": answers}
+
+
+def _timed(builds: list, runs: int, edit: fattree.FatTree | None) -> dict:
+    """Each run: (an edit, then) every builder in turn, order alternating; ratios against make + ccache per run."""
+    walls: dict[str, list[float]] = {b.name: [] for b in builds}
+    compiles: dict[str, list[int]] = {b.name: [] for b in builds}
+    ratios: dict[str, list[float]] = {b.name: [] for b in builds if b.name != "make+ccache"}
+    for i in range(runs):
+        if edit is not None:
+            fattree.edit_header(edit, fattree.EDIT_HEADER, serial=2000 + i)
+        order = builds if i % 2 == 0 else builds[::-1]
+        got = {b.name: b.build() for b in order}
+        for name, outcome in got.items():
+            if outcome.returncode != 0:
+                raise SystemExit(f"bench: {name} failed in the server part (rc {outcome.returncode})")
+            walls[name].append(outcome.wall)
+            compiles[name].append(outcome.compiles)
+        for name in ratios:
+            ratios[name].append(got[name].wall / got["make+ccache"].wall)
+    return {"walls": walls, "medians": {k: median(v) for k, v in walls.items()}, "compiles": compiles,
+            "ratios": ratios, "ratio_medians": {k: median(v) for k, v in ratios.items()}}

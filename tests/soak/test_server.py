@@ -1,0 +1,87 @@
+"""The build server against one-shot scons: seeded differential rounds.
+
+Each round applies one of the null build's differential mutations (tests/null_build_checkout.py: edits of
+sources, headers, device code and the build's own code, touches, deletions, shadowing headers, globbed files,
+variables, environment, the compiler, outputs, commits, the patch series, stray DSOs) to a private checkout,
+asks a one-shot full evaluation (`scons -q`) whether the targets are current, then builds through the server
+(`python3 -m opencoti_build build`). The server may answer from the record only when `scons -q` said current; when
+`scons -q` said current the request must have done nothing; after a successful request `scons -q` must say
+current and the next request must be answered from the record (the watcher is no mere "always run"). A mutation
+of the variables gives another configuration: the client then runs scons itself, and the round restarts the
+server for the new variables. Every ``CLEAN_EVERY`` rounds and at the end, the outputs equal a clean one-shot
+build's.
+
+A run takes a slice of the rounds under the commit's seed, ``--long`` all of them; ``--seed`` replays a run.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from opencoti_build.server import daemon, protocol
+
+from null_build_checkout import MUTATIONS, Checkout, assert_equals_clean_build, prepare
+from scons_runs import summary
+from server_runs import Server, build, request_args, start
+
+ROUNDS, ROUNDS_PER_RUN = 60, 8
+CLEAN_EVERY = 10
+
+
+def run_rounds(co: Checkout, seed: int, rounds: int) -> None:
+    """The rounds on one checkout, through a server started for its variables."""
+    server: Server = start(co)
+    history: list[str] = []
+    try:
+        for number in range(1, rounds + 1):
+            did = co.rng.choice(MUTATIONS)(co)
+            history.append(f"{number}: {did}")
+            label = f"seed {seed} round {number} ({did}; before: {history[-6:-1]})"
+            if sorted(server.variables) != sorted(_variables(co)):
+                outside = build(co)  # another configuration: no server for it yet, so scons itself
+                assert summary.parse(outside.stdout) or outside.returncode != 0, f"{label}: {outside.stderr}"
+                server.stop()
+                server = start(co)
+            question = co.run("-q")
+            assert question.returncode in (0, 1, 2), label  # 2: the tree no longer builds (a deleted source)
+            answered = len(server.answers())
+            result = build(co)
+            answers = server.answers()
+            assert len(answers) == answered + 1, f"{label}: the request did not reach the server"
+            counts = summary.parse(result.stdout)
+            if answers[-1] == daemon.NULL_ANSWER:
+                assert question.returncode == 0, f"{label}: the server answered from the record, scons -q said not current"
+            if question.returncode == 0:
+                assert result.returncode == 0 and counts and counts["compiled"] == counts["cached"] == 0, \
+                    f"{label}: scons -q said current, the request did work:\n{result.stdout}{result.stderr}"
+            if result.returncode != 0:
+                assert co.deleted, f"{label}: the request failed:\n{result.stdout}{result.stderr}"
+                continue
+            assert co.run("-q").returncode == 0, f"{label}: not current after a successful request"
+            again = build(co)
+            assert again.returncode == 0 and server.answers()[-1] == daemon.NULL_ANSWER, \
+                f"{label}: the request after a successful one was not answered from the record:\n{again.stdout}"
+            if number % CLEAN_EVERY == 0 and not co.deleted:
+                assert_equals_clean_build(co, label)
+        for path, data in co.deleted.items():
+            path.write_bytes(data)
+        assert build(co).returncode == 0
+        assert_equals_clean_build(co, f"seed {seed} end")
+    finally:
+        server.stop()
+
+
+def _variables(co: Checkout) -> list[str]:
+    return protocol.variables(request_args(co)[0])
+
+
+@pytest.mark.skipif(not shutil.which("glslc"), reason="the rounds build the Vulkan DSO too (glslc)")
+def test_the_server_agrees_with_a_full_evaluation_and_a_clean_build(tmp_path: Path, seed: int,
+                                                                    soak_count: Callable[[int, int], int]) -> None:
+    co = prepare(tmp_path / "co", tmp_path / "cache", seed, 0)
+    co.rng = random.Random(f"{seed}/server")
+    run_rounds(co, seed, soak_count(ROUNDS, ROUNDS_PER_RUN))
