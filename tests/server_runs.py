@@ -76,7 +76,7 @@ def request_args(co: Checkout, *extra: str) -> tuple[list[str], dict[str, str]]:
 
 def start(co: Checkout, *extra: str) -> Server:
     args, env = request_args(co, *extra)
-    variables = protocol.variables(args)
+    variables = protocol.configuration(args)
     proc = client(co.root, "serve", "--detach", "--idle-timeout", "900", *variables, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith(f"build server for {co.root} "), proc.stdout

@@ -23,7 +23,7 @@ from opencoti_build.server.watcher import Changes, Watcher
 
 from null_build_checkout import Checkout, append_text, assert_equals_clean_build, prepare
 from scons_runs import compiled, summary
-from server_runs import Server, build, client, popen_build, start
+from server_runs import Server, build, client, popen_build, request_args, start
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +76,23 @@ def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checko
 
 def test_other_variables_or_no_server_run_scons_itself(checkout: Checkout, server: Server) -> None:
     answered = len(server.answers())
-    verbose = build(checkout, "VERBOSE=1")  # another configuration: no server for it, so a plain scons run
-    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
-    assert summary.parse(verbose.stdout) is not None
+    other = build(checkout, "CPU_ONLY=1")  # another configuration: no server for it, so a plain scons run
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert summary.parse(other.stdout) is not None
     moved = build(checkout, "-C", str(checkout.root))  # an option that moves the project: never sent
     assert moved.returncode == 0, moved.stdout + moved.stderr
     assert len(server.answers()) == answered
+
+
+def test_a_request_may_pick_its_targets_and_output_with_per_request_variables(checkout: Checkout,
+                                                                               server: Server) -> None:
+    source = checkout.tree / "llamafile" / "main.cpp"
+    append_text(source, "\n/* compiled alone */\n")
+    args, env = request_args(checkout, f"FILE={source}", "VERBOSE=1")
+    one = client(checkout.root, "build", *[a for a in args if a not in ("host", "vulkan")], "compile", env=env)
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert server.answers()[-1] == daemon.FORKED_RUN  # the same server: FILE and VERBOSE are the request's
+    assert "[x86_64] " in one.stdout and summary.parse(one.stdout)["compiled"] == 1  # main.cpp's fat pair alone
 
 
 def test_a_change_to_the_servers_code_restarts_it_before_the_request(checkout: Checkout, server: Server) -> None:

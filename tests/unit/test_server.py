@@ -28,6 +28,13 @@ def test_a_configuration_is_its_variables_in_any_order_and_under_its_build_dir(t
     assert protocol.server_dir(tmp_path, ["BUILD_DIR=/abs/out"]) == Path("/abs/out/server")
 
 
+def test_what_picks_one_requests_targets_or_output_is_no_configuration() -> None:
+    assert protocol.configuration(["compile", "FILE=a.c", "VERBOSE=1", "SRC=t", "TRACE=x.json", "CPU_ONLY=1"]) == \
+        ["CPU_ONLY=1", "SRC=t"]
+    assert protocol.PER_REQUEST <= buildvars.NOT_SHAPING  # none of them changes what is built
+    assert "BUILD_DIR" not in protocol.PER_REQUEST  # the server's record lives there
+
+
 def test_messages_carry_descriptors_and_a_closed_connection_is_no_message(tmp_path: Path) -> None:
     left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     (tmp_path / "f").write_text("passed along")

@@ -49,7 +49,7 @@ def build_main(args: Sequence[str]) -> int:
                                                                  o.startswith("--")))
            for a in args):
         return _plain_scons(args)
-    variable_args = protocol.variables(args)
+    variable_args = protocol.configuration(args)
     request = {"op": "build", "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
     for _ in range(_RETRIES):
         sock = _connect(variable_args)
@@ -91,8 +91,8 @@ def _request(sock: socket.socket, request: dict) -> dict | None:
 
 def stop_main(args: Sequence[str]) -> int:
     """``stop [KEY=VALUE...]``: stop the build server for this checkout and these variables."""
-    variable_args = protocol.variables(args)
-    if len(variable_args) != len(args):
+    variable_args = protocol.configuration(args)
+    if len(protocol.variables(args)) != len(args):
         print("opencoti-build: stop takes the server's KEY=VALUE variables only", file=sys.stderr)
         return 1
     sock = _connect(variable_args)

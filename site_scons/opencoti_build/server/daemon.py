@@ -169,7 +169,7 @@ class Server:
         argv = message.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             return "a request without a command line"
-        if sorted(protocol.variables(argv)) != self.variable_args:
+        if protocol.configuration(argv) != self.variable_args:
             return "another configuration"
         if message.get("cwd") != str(self.project) or not isinstance(message.get("env"), dict):
             return "another directory"
@@ -351,6 +351,10 @@ def main(args: Sequence[str]) -> int:
     if not_variables:
         return _refuse(f"serve takes KEY=VALUE variables only, not {not_variables[0]!r}: targets go to "
                        "`python3 -m opencoti_build build TARGET`")
+    per_request = sorted(set(ns.variables) - set(protocol.configuration(ns.variables)))
+    if per_request:
+        return _refuse(f"{per_request[0]} picks what one request builds or prints, not the server's configuration: "
+                       f"give it to `python3 -m opencoti_build build`")
     if not (project / "SConstruct").is_file():
         return _refuse(f"no SConstruct in {project}; run serve in the checkout's top directory")
     site = project / "site_scons"

@@ -1,7 +1,8 @@
 """Where a build server listens, and what goes over its socket.
 
 One server per checkout and configuration: the socket is ``BUILD_DIR/server/<key>.sock``, ``key`` a digest of
-the sorted ``KEY=VALUE`` variables, so a request with other variables finds no server and runs ``scons`` itself.
+the sorted ``KEY=VALUE`` variables (less those that pick what one request builds or prints), so a request with
+other variables finds no server and runs ``scons`` itself.
 Messages are length-prefixed JSON; a build request carries the client's stdin, stdout and stderr (SCM_RIGHTS),
 which the forked run writes to directly (a terminal stays a terminal: colours, line buffering).
 
@@ -31,12 +32,23 @@ class ProtocolError(Exception):
     """The other end sent something that is no message of this protocol, or went away mid-message."""
 
 
+# variables that pick what one request builds or prints, not the configuration a server keeps (a subset of
+# buildvars.NOT_SHAPING: tests/unit/test_server.py): `build compile FILE=x.c VERBOSE=1` goes to the server too
+PER_REQUEST = frozenset(("FILE", "TRACE", "VERBOSE"))
+
+
 def variables(args: Sequence[str]) -> list[str]:
-    """The ``KEY=VALUE`` arguments of a command line: what makes a configuration (SCons reads them the same)."""
+    """The ``KEY=VALUE`` arguments of a command line (SCons reads them the same)."""
     return [a for a in args if "=" in a and not a.startswith("-")]
 
 
+def configuration(args: Sequence[str]) -> list[str]:
+    """The variables that make a configuration: a command line's, less those of :data:`PER_REQUEST`, sorted."""
+    return sorted(a for a in variables(args) if a.partition("=")[0] not in PER_REQUEST)
+
+
 def configuration_key(variable_args: Sequence[str]) -> str:
+    """The key of a configuration (its variables, in any order)."""
     return hashlib.sha256("\0".join(sorted(variable_args)).encode(errors="surrogateescape")).hexdigest()[:16]
 
 
