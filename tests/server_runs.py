@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from opencoti_build.server import daemon, protocol
+from opencoti_build.server import protocol
+from opencoti_scons import build_server
 
 from null_build_checkout import Checkout
 
@@ -33,7 +34,7 @@ class Server:
     def answers(self) -> list[str]:
         """How each request was answered, in order (the log's build lines)."""
         lines = self.log.read_text().splitlines() if self.log.exists() else []
-        return [daemon.NULL_ANSWER if daemon.NULL_ANSWER in line else daemon.FORKED_RUN
+        return [build_server.NULL_ANSWER if build_server.NULL_ANSWER in line else build_server.FORKED_RUN
                 for line in lines if " build " in line]
 
     def stop(self) -> None:

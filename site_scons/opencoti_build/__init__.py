@@ -6,7 +6,7 @@ import them directly. Each package has its own index.
 
 - ``artifacts``: the .llamafile artifacts: packaging, MANIFEST.json, the embedder's .args, verify and inspect.
 - ``cache``: the object cache: verified entries and keys, the Redis tier, compiler launchers, known file digests.
-- ``cli``: the ``opencoti-build`` command (inspect, verify, pin).
+- ``cli``: the ``opencoti-build`` command (inspect, verify, pin; serve, build, stop).
 - ``config``: the build's configuration: the variables, what a run asks for, versions, pins, templates, provisioning.
 - ``cosmo``: the fat (cosmocc) lane's compiles: the toolchain, the stand-in driver, TinyBLAS tuning, prefix maps and two-compiler diagnostics.
 - ``errors``: the one error idiom (``UserError``, ``fail``, ``os_error_line``).
@@ -17,5 +17,6 @@ import them directly. Each package has its own index.
 - ``native``: the native-ELF lane (host gcc, one architecture) over the same source description.
 - ``project``: where the checkout is, derived from this package's location in one place.
 - ``report``: what a build tells: compile_commands.json entries, step lines, the summary line.
+- ``server``: the build server's client, its socket protocol and its inotify watcher (the server: ``opencoti_scons.build_server``).
 - ``tree``: the llamafile source tree: its description as data, the vendored patch series, per-package flags, the binary's own zip store and the web UI.
 """

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.server import daemon, protocol
+from opencoti_build.server import protocol
 from opencoti_build.server.watcher import Changes, Watcher
+from opencoti_scons import build_server
 
 from null_build_checkout import Checkout, append_text, assert_equals_clean_build, prepare
 from scons_runs import compiled, summary
@@ -50,7 +51,7 @@ def test_a_null_request_is_answered_from_the_record_as_a_scons_run_would_answer(
     assert first.returncode == 0, first.stdout + first.stderr
     null = build(checkout)
     assert null.returncode == 0, null.stdout + null.stderr
-    assert server.answers()[-1] == daemon.NULL_ANSWER
+    assert server.answers()[-1] == build_server.NULL_ANSWER
     counts = summary.parse(null.stdout)
     assert counts and counts["compiled"] == counts["cached"] == 0 and counts["current"] > 0
     argv, env = checkout.command()  # the same request as a one-shot scons run in the checkout takes the fast path
@@ -66,11 +67,11 @@ def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checko
     would = checkout.run("-n")  # a one-shot dry run: what a scons run would compile now
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
-    assert server.answers()[-1] == daemon.FORKED_RUN
+    assert server.answers()[-1] == build_server.FORKED_RUN
     assert compiled(edited) == compiled(would) != []
     assert checkout.run("-q").returncode == 0  # a full evaluation finds it current
     again = build(checkout)
-    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == daemon.NULL_ANSWER
+    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == build_server.NULL_ANSWER
     assert_equals_clean_build(checkout, "after a header edit through the server")
 
 
@@ -91,7 +92,7 @@ def test_a_request_may_pick_its_targets_and_output_with_per_request_variables(ch
     args, env = request_args(checkout, f"FILE={source}", "VERBOSE=1")
     one = client(checkout.root, "build", *[a for a in args if a not in ("host", "vulkan")], "compile", env=env)
     assert one.returncode == 0, one.stdout + one.stderr
-    assert server.answers()[-1] == daemon.FORKED_RUN  # the same server: FILE and VERBOSE are the request's
+    assert server.answers()[-1] == build_server.FORKED_RUN  # the same server: FILE and VERBOSE are the request's
     assert "[x86_64] " in one.stdout and summary.parse(one.stdout)["compiled"] == 1  # main.cpp's fat pair alone
 
 
@@ -102,9 +103,9 @@ def test_a_change_to_the_servers_code_restarts_it_before_the_request(checkout: C
     assert changed.returncode == 0, changed.stdout + changed.stderr
     log = server.log.read_text()
     assert "the server's code changed: restarting" in log
-    assert server.answers()[-1] == daemon.FORKED_RUN  # the SConscripts read the new sources.py: a full run
+    assert server.answers()[-1] == build_server.FORKED_RUN  # the SConscripts read the new sources.py: a full run
     assert server.pid == pid  # re-executed in place: the same process, socket and lock
-    assert build(checkout).returncode == 0 and server.answers()[-1] == daemon.NULL_ANSWER
+    assert build(checkout).returncode == 0 and server.answers()[-1] == build_server.NULL_ANSWER
 
 
 def test_a_second_server_for_the_same_configuration_is_refused_in_one_line(checkout: Checkout,
@@ -128,7 +129,7 @@ def test_a_request_waits_for_a_run_that_holds_the_build_lock(checkout: Checkout,
     out, err = waiting.communicate(timeout=900)
     assert waiting.returncode == 0, out + err
     assert "waiting for the build running in" in out + err
-    assert server.answers()[-1] == daemon.FORKED_RUN
+    assert server.answers()[-1] == build_server.FORKED_RUN
 
 
 def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(checkout: Checkout,

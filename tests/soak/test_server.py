@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.server import daemon, protocol
+from opencoti_build.server import protocol
+from opencoti_scons import build_server
 
 from null_build_checkout import MUTATIONS, Checkout, assert_equals_clean_build, prepare
 from scons_runs import summary
@@ -53,7 +54,7 @@ def run_rounds(co: Checkout, seed: int, rounds: int) -> None:
             answers = server.answers()
             assert len(answers) == answered + 1, f"{label}: the request did not reach the server"
             counts = summary.parse(result.stdout)
-            if answers[-1] == daemon.NULL_ANSWER:
+            if answers[-1] == build_server.NULL_ANSWER:
                 assert question.returncode == 0, f"{label}: the server answered from the record, scons -q said not current"
             if question.returncode == 0:
                 assert result.returncode == 0 and counts and counts["compiled"] == counts["cached"] == 0, \
@@ -63,7 +64,7 @@ def run_rounds(co: Checkout, seed: int, rounds: int) -> None:
                 continue
             assert co.run("-q").returncode == 0, f"{label}: not current after a successful request"
             again = build(co)
-            assert again.returncode == 0 and server.answers()[-1] == daemon.NULL_ANSWER, \
+            assert again.returncode == 0 and server.answers()[-1] == build_server.NULL_ANSWER, \
                 f"{label}: the request after a successful one was not answered from the record:\n{again.stdout}"
             if number % CLEAN_EVERY == 0 and not co.deleted:
                 assert_equals_clean_build(co, label)

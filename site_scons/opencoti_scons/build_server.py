@@ -65,7 +65,7 @@ def warm_imports() -> None:
     import SCons.Tool  # noqa: F401
     for package in (opencoti_build, opencoti_scons):
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
-            if not module.name.startswith(("opencoti_build.server", "opencoti_build.cli", "opencoti_build.__main__")):
+            if not module.name.startswith(("opencoti_build.cli", "opencoti_build.__main__")):
                 try:
                     importlib.import_module(module.name)
                 except Exception:  # noqa: BLE001 - a module that cannot be imported here is imported by the run, which reports it
