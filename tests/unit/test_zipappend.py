@@ -410,8 +410,8 @@ def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kern
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=known)
     assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
-    data = 0  # every file entry's data went through the kernel (holes stay holes: seeked over, not copied)
-    for path in heard:
+    data = 0  # the base's and every file entry's data went through the kernel (holes seeked over, not copied)
+    for path in [base, *heard]:
         with open(path, "rb") as f:
             data += sum(length for _, length, is_data in zipappend._extents(f.fileno(), path.stat().st_size) if is_data)
     assert sum(copied) == data > 0

@@ -7,18 +7,19 @@ entries and the new ones. Offsets are absolute, as cosmopolitan's zip store expe
 structures appear only where a value does not fit, so ordinary artifacts stay readable by
 readers without zip64 support.
 
-Each input is read once. An entry's data streams through a few fixed buffers while its CRC-32 and SHA-256
-run on a thread of their own (zlib and hashlib release the GIL). Memory use is constant; holes in sparse
-inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
+Each input is read once. Its bytes go to the output with ``copy_file_range`` where the kernel offers it (a
+reflink-capable filesystem then copies no data; elsewhere the kernel copies several times faster than read and
+write through Python's buffers) and are read once from the page cache the copy filled, into a few fixed buffers,
+for the digests: CRC-32 on a thread of its own (zlib and hashlib release the GIL). Memory use is constant; holes
+in sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
 
-The output's own SHA-256 is taken from the bytes as they are written, on a thread of its own, in file order:
-so each local header must be final before its data. It is when the entry's CRC-32 is known up front: a blob,
-or a file whose SHA-256 and CRC-32 ``known`` still vouches for (the packager records them with the file's
-stat identity, so a repackage with the same model knows them). Such a file's bytes go to the output with
-``copy_file_range`` where the kernel offers it (a reflink-capable filesystem then copies no data) and are
-read once, for the digest and the CRC-32, which is checked against the recorded one. A file whose CRC-32 is
-not known gets a placeholder header, filled in after its data: from that header on, the output's digest is
-read back from the output (just written, so from the page cache) instead, on the same thread, beside the
+The output's own SHA-256 is taken on a thread of its own, in file order, from the bytes as they are written: so
+each local header must be final before its data. It is when the entry's CRC-32 is known up front: a blob, or a
+file whose SHA-256 and CRC-32 ``known`` still vouches for (the packager records them with the file's stat
+identity, so a repackage with the same model knows them); the CRC-32 of the bytes copied is checked against the
+recorded one, and the recorded SHA-256 is the entry's. A file whose CRC-32 is not known gets a placeholder
+header, filled in after its data: from that header on, the output's digest is read back from the output (just
+written, so from the page cache), and the entry's own SHA-256 is read back beside it, a core each, beside the
 fsync. The zip format puts the CRC before the data, so nothing can hash those bytes in order any earlier.
 
 An input that changes while it is read is caught by its stat: size, mtime and ctime (ns), inode,
@@ -207,10 +208,10 @@ class _Crc:
 
 
 class _Workers:
-    """The helper threads: one that digests the chunks of an input (its CRC-32 and SHA-256), one that takes the
-    output's SHA-256 in file order (as written, or read back), one that reads back an entry whose recorded
-    digest proved wrong, one that writes the output back to disk (fsync) while the copy and the digests go on,
-    then frees the output it replaced.
+    """The helper threads: one for an input's CRC-32 (and the base's SHA-256), one that reads an entry back for its
+    SHA-256 once its CRC-32 is known (beside the output's read-back: a core each), one that takes the output's
+    SHA-256 in file order (as written, or read back), one that writes the output back to disk (fsync) while the
+    copy and the digests go on, then frees the output it replaced.
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
     queued work is cancelled and running work awaited, so no thread outlives the files it uses.
@@ -219,7 +220,7 @@ class _Workers:
     def __init__(self) -> None:
         self.digest = ThreadPoolExecutor(1, thread_name_prefix="zipappend-digest")
         self.output = ThreadPoolExecutor(1, thread_name_prefix="zipappend-output")
-        self.entry_readback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-entry-readback")
+        self.entry = ThreadPoolExecutor(1, thread_name_prefix="zipappend-entry")
         self.writeback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-writeback")
         self.flush: Future | None = None
         self.freeing: list[tuple[Future, int]] = []  # replaced outputs' descriptors, closed on the writeback thread
@@ -263,25 +264,29 @@ class _Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for pool in (self.digest, self.output, self.entry_readback, self.writeback):
+        for pool in (self.digest, self.output, self.entry, self.writeback):
             pool.shutdown(wait=True, cancel_futures=True)
         for closing, fd in self.freeing:
             if closing.cancelled():  # the writeback thread never got to it: close it here, or it leaks
                 os.close(fd)
 
 
-def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers,
-          update: Callable[[bytes | memoryview], object], *, kernel_copy: bool = False) -> None:
-    """Write ``f``'s first ``size`` bytes to ``sink``; ``update`` sees them all, in order, on the digest thread.
+Update = tuple[ThreadPoolExecutor, Callable[[bytes | memoryview], object]]  # a digest and the thread it runs on
 
-    ``kernel_copy``: copy with copy_file_range while the kernel can (no data copied on a reflink-capable
-    filesystem), then read the same bytes once for the digests (from the page cache the copy filled)."""
+
+def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, updates: Sequence[Update]) -> None:
+    """Write ``f``'s first ``size`` bytes to ``sink``; each update sees them all, in order, on its own thread.
+
+    The bytes go with copy_file_range while the kernel can (a reflink-capable filesystem copies no data; on
+    others it is several times faster than read and write through Python's buffers here), and are then read
+    once, from the page cache the copy filled, for the digests."""
     busy: list[list[Future]] = [[] for _ in workers.buffers]
+    zeros: list[Future] = []
     turn = 0
     fd = f.fileno()
     for offset, length, is_data in _extents(fd, size):
         if not is_data:
-            workers.digest.submit(_hash_zeros, length, update)
+            zeros += [thread.submit(_hash_zeros, length, update) for thread, update in updates]
             sink.hole(length)
             continue
         while length:
@@ -289,21 +294,19 @@ def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers,
             for last in busy[turn]:
                 last.result()  # this buffer's last chunk is hashed: it may be filled again
             wanted = min(length, _CHUNK)
-            copied = sink.copy_range(fd, offset, wanted, workers) if kernel_copy and workers.kernel_copy else 0
+            copied = sink.copy_range(fd, offset, wanted, workers) if workers.kernel_copy else 0
             got = os.preadv(fd, [view[:copied or wanted]], offset)
             if not got or got < copied:
                 raise ZipAppendError(f"{path} shrank while being packaged; package again")
             chunk = view[:got]
-            busy[turn] = [workers.digest.submit(update, chunk)]
+            busy[turn] = [thread.submit(update, chunk) for thread, update in updates]
             busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
             workers.write_back(sink.fd)
             offset += got
             length -= got
             turn = (turn + 1) % len(workers.buffers)
-    workers.digest.submit(lambda: None).result()  # every update has run (holes' zeros included)
-    for futures in busy:
-        for future in futures:
-            future.result()  # ...and the output's digest is done with the buffers: the next input may fill them
+    for future in [*zeros, *(f for futures in busy for f in futures)]:
+        future.result()  # every digest has seen every byte, and none reads the buffers any more
 
 
 class _Sink:
@@ -633,7 +636,7 @@ def _read_whole(path: Path, size: int, sink: _Sink, workers: _Workers,
     """Copy ``path`` (``size`` bytes, or all of it when negative) once; its stat. A change while it is read is refused."""
     f, before = _open_input(path)
     with f:
-        _copy(path, f, before.st_size if size < 0 else size, sink, workers, update)
+        _copy(path, f, before.st_size if size < 0 else size, sink, workers, [(workers.digest, update)])
         _unchanged(path, f, before)
     return before
 
@@ -675,27 +678,19 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
         # without a recorded CRC-32 the header's comes after the data: the output's digest reads back from it on
         offset, start, checkpoint = _header(sink, _Pending(entry, size, 0 if recorded is None else recorded[1]),
                                             align, date, dtime, final=recorded is not None)
-        crc, sha = _Crc(), hashlib.sha256()
-
-        def update(chunk: bytes | memoryview) -> None:
-            crc.update(chunk)
-            if recorded is None:
-                sha.update(chunk)
-
-        _copy(entry.path, f, size, sink, workers, update, kernel_copy=recorded is not None)
+        crc = _Crc()
+        _copy(entry.path, f, size, sink, workers, [(workers.digest, crc.update)])
         _unchanged(entry.path, f, before)
     digest: _ReadBack | str
     if recorded is not None and crc.value == recorded[1]:
         digest = recorded[0]
-    else:
+    else:  # the CRC-32 is known now: the entry's SHA-256 is read back beside the output's, a core each
         sink.patch(offset, _local_header(_Pending(entry, size, crc.value), date, dtime))
-        if recorded is None:
-            digest = sha.hexdigest()
-        else:  # recorded for other bytes (changed within one timestamp tick): hash what was copied, from the output
-            assert checkpoint is not None
+        if recorded is not None:  # recorded for other bytes (changed within one timestamp tick): the output's
+            assert checkpoint is not None  # digest reads back from this header on too
             sink.digest.read_back_from(offset, checkpoint)
-            digest = _ReadBack(sink.fd, start, hashlib.sha256(), workers.entry_readback)
-            digest.through(start + size)
+        digest = _ReadBack(sink.fd, start, hashlib.sha256(), workers.entry)
+        digest.through(start + size)
     written = _WrittenEntry(entry, start, size, crc.value, digest, before)
     return written, _central_record(_Pending(entry, size, crc.value), offset, date, dtime)
 
