@@ -51,7 +51,7 @@ class ServerBuild:
         return fatbench.Outcome(result.returncode, result.wall, compiles)
 
     def log_lines(self) -> list[str]:
-        log = protocol.server_dir(self.project, self.variables) / (protocol.configuration_key(self.variables) + ".log")
+        log = protocol.server_file(self.project, self.variables, ".log")
         return [line for line in log.read_text().splitlines() if " build " in line]
 
 

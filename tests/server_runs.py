@@ -24,11 +24,11 @@ class Server:
 
     @property
     def log(self) -> Path:
-        return protocol.server_dir(self.root, self.variables) / (protocol.configuration_key(self.variables) + ".log")
+        return protocol.server_file(self.root, self.variables, ".log")
 
     @property
     def pid(self) -> int:
-        lock = protocol.server_dir(self.root, self.variables) / (protocol.configuration_key(self.variables) + ".lock")
+        lock = protocol.server_file(self.root, self.variables, ".lock")
         return int(lock.read_text().strip())
 
     def answers(self) -> list[str]:

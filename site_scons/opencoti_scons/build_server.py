@@ -52,6 +52,10 @@ class Restart(Exception):
     """The server's code changed: re-execute (raised out of the loop, so nothing of the old code runs on)."""
 
 
+class Unwatchable(Exception):
+    """inotify cannot watch the server's own code: it could not tell when to restart, so it does not start."""
+
+
 class Stop(Exception):
     """``stop`` asked, or SIGTERM: leave the loop, remove the socket."""
 
@@ -94,10 +98,14 @@ class Server:
         self.running = null_build.interpreter(SCons.__version__)
         self.watcher = Watcher()
         self.code = code_files()
-        self.watcher.watch(self.code)
-        self.pending = Changes(everything=True)  # what may have changed since the paths were last checked
+        self.code_dirs = {os.path.dirname(path) for path in self.code}
+        if not self.watcher.watch(self.code):
+            raise Unwatchable("cannot watch the build's own code with inotify (fs.inotify.max_user_watches?); "
+                              "build with scons instead")
+        self.pending = Changes(overflow=True)  # what may have changed since the paths were last checked
         self.record: null_build.Record | None = None
         self.watched: list[str] = []  # the record's paths and present files, sorted (Changes.affected)
+        self.unwatched = False  # a recorded path's directory could not be watched: every null request checks all
         self._load_record()
 
     # the loop
@@ -123,8 +131,8 @@ class Server:
     def _take_events(self) -> None:
         changes = self.watcher.drain()
         self.pending.add(changes)
-        if changes.paths & self.code:
-            raise Restart
+        if changes.paths & self.code or changes.lost & self.code_dirs or changes.overflow:
+            raise Restart  # the code changed, or may have: no request may run it
         if null_build.record_file(str(self.build_dir)) in changes.paths or changes.everything:
             self._load_record()  # another run wrote it, or watches were lost: watch again, then check everything
 
@@ -157,7 +165,10 @@ class Server:
                     if how != NULL_ANSWER:
                         self._after_run()
         except Restart:
-            protocol.send(conn, {"retry": True})
+            try:
+                protocol.send(conn, {"retry": True})
+            except OSError:  # gone already (or it had its status: a run changed the code)
+                pass
             raise
         except OSError:  # the client went away: nothing to tell it
             pass
@@ -195,7 +206,7 @@ class Server:
         with build_lock.briefly(self.build_dir) as held:
             if not held:
                 return False  # a run holds BUILD_DIR: the forked run waits for it, as a scons run would
-            only = None if self.pending.everything else self.pending.affected(self.watched)
+            only = None if self.pending.everything or self.unwatched else self.pending.affected(self.watched)
             if null_build.paths_difference(record, only) is not None:
                 return False
             self.pending = Changes()
@@ -287,9 +298,9 @@ class Server:
         paths = [record_file]
         if self.record is not None:
             paths += [*self.record.paths, *self.record.present]
-        self.watcher.watch(paths)
+        self.unwatched = not self.watcher.watch(paths)
         self.watched = sorted(set(paths) - {record_file})
-        self.pending = Changes(everything=True)
+        self.pending = Changes(overflow=True)  # every path counts as changed until checked
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -379,7 +390,7 @@ def main(args: Sequence[str]) -> int:
             os.ftruncate(lock_fd, 0)
             os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)  # the lock file names the server
     warm_imports()
-    where = protocol.server_dir(project, ns.variables) / protocol.socket_name(ns.variables)
+    where = protocol.server_file(project, ns.variables, ".sock")
     if not ns.inherit:
         vars_text = " ".join(ns.variables)
         print(f"build server for {project}{' ' + vars_text if vars_text else ''}: pid {os.getpid()}, socket {where};"
@@ -387,8 +398,8 @@ def main(args: Sequence[str]) -> int:
         _ready()
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)
-    server = Server(project, ns.variables, listener, lock_fd, ns.idle_timeout)
     try:
+        server = Server(project, ns.variables, listener, lock_fd, ns.idle_timeout)
         server.serve()
     except Restart:
         print(f"{time.strftime('%H:%M:%S')} the server's code changed: restarting", file=sys.stderr, flush=True)
@@ -399,6 +410,9 @@ def main(args: Sequence[str]) -> int:
                                   *ns.variables])
     except Stop:
         pass
+    except Unwatchable as exc:
+        where.unlink(missing_ok=True)
+        return _refuse(str(exc))
     where.unlink(missing_ok=True)  # still under the lock: no other server has bound it
     return 0
 
@@ -421,7 +435,7 @@ def _bind(project: Path, variable_args: Sequence[str]) -> tuple[socket.socket, i
     directory = protocol.server_dir(project, variable_args)
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock_fd = os.open(directory / (protocol.configuration_key(variable_args) + ".lock"),
+        lock_fd = os.open(protocol.server_file(project, variable_args, ".lock"),
                           os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise _Refused(f"cannot create {directory}: {exc.strerror}") from None
@@ -461,8 +475,7 @@ _log_fd = -1  # ...and its log, stdout's once the banner is out
 def _detach(project: Path, variable_args: Sequence[str]) -> bool:
     """Fork into the background (True in the server); the parent returns False once the server is ready."""
     global _ready_fd, _log_fd
-    directory = protocol.server_dir(project, variable_args)
-    log = directory / (protocol.configuration_key(variable_args) + ".log")
+    log = protocol.server_file(project, variable_args, ".log")
     read_end, write_end = os.pipe()
     sys.stdout.flush()
     if os.fork():

@@ -145,7 +145,8 @@ def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(chec
     assert running.returncode == 2, out + err  # SCons's status for an interrupted build (-Q: no words for it)
     finished = build(checkout)
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert summary.parse(finished.stdout)["compiled"] > 0  # what the interrupted build had not got to
+    assert summary.parse(finished.stdout)["compiled"] > 0, (  # what the interrupted build had not got to
+        f"interrupted:\n{out}{err}\nthen:\n{finished.stdout}{finished.stderr}")
     assert checkout.run("-q").returncode == 0
 
 
@@ -153,7 +154,7 @@ def test_stop_stops_the_server_and_removes_its_socket(checkout: Checkout, server
     pid = server.pid
     stopped = client(checkout.root, "stop", *server.variables, env=server.env)
     assert stopped.stdout == f"stopped the build server (pid {pid})\n"
-    socket_path = protocol.server_dir(checkout.root, server.variables) / protocol.socket_name(server.variables)
+    socket_path = protocol.server_file(checkout.root, server.variables, ".sock")
     assert not socket_path.exists()
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:3]
     again = client(checkout.root, "stop", *server.variables, env=server.env)
@@ -168,7 +169,7 @@ def test_the_watcher_sees_writes_creations_removals_and_loses_track_loudly(tmp_p
     missing = tmp_path / "later" / "deep" / "b.h"  # watched through its nearest existing ancestor
     watcher = Watcher()
     try:
-        watcher.watch([str(tmp_path / "src" / "a.c"), str(missing)])
+        assert watcher.watch([str(tmp_path / "src" / "a.c"), str(missing)])
         assert watcher.drain() == Changes()
         (tmp_path / "src" / "a.c").write_text("b")
         assert str(tmp_path / "src" / "a.c") in watcher.drain().paths
@@ -178,6 +179,7 @@ def test_the_watcher_sees_writes_creations_removals_and_loses_track_loudly(tmp_p
         seen = watcher.drain()
         assert Changes(seen.paths).affected([str(missing)]) == [str(missing)]
         shutil.rmtree(tmp_path / "src")  # a watched directory removed: nothing under it is watched any more
-        assert watcher.drain().everything
+        gone = watcher.drain()
+        assert gone.lost == {str(tmp_path / "src")} and gone.everything
     finally:
         watcher.close()

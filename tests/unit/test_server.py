@@ -76,4 +76,5 @@ def test_changes_name_the_watched_paths_they_may_concern() -> None:
     assert Changes({"/p/a.c", "/p/zz"}).affected(watched) == ["/p/a.c"]
     assert Changes({"/p/inc"}).affected(watched) == ["/p/inc/a.h", "/p/inc/sub/b.h"]  # a directory made or moved
     assert Changes({"/p/in"}).affected(watched) == []  # a prefix of a name is no parent
-    assert Changes(everything=True).affected(watched) == watched
+    assert Changes(overflow=True).affected(watched) == watched
+    assert Changes(lost={"/p"}).affected(watched) == watched  # a watch lost: everything is suspect

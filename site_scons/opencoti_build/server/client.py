@@ -115,7 +115,7 @@ def _wait_for_exit(variable_args: Sequence[str], seconds: float = 10.0) -> None:
     """Until the server has let go of its lock (it exits right after answering): a new serve may start then."""
     import fcntl
 
-    lock = protocol.server_dir(os.getcwd(), variable_args) / (protocol.configuration_key(variable_args) + ".lock")
+    lock = protocol.server_file(os.getcwd(), variable_args, ".lock")
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:

@@ -65,6 +65,11 @@ def socket_name(variable_args: Sequence[str]) -> str:
     return configuration_key(variable_args) + ".sock"
 
 
+def server_file(project: Path | str, variable_args: Sequence[str], suffix: str) -> Path:
+    """The configuration's ``.sock``, ``.lock`` (held by its server while it runs; names its PID) or ``.log``."""
+    return server_dir(project, variable_args) / (configuration_key(variable_args) + suffix)
+
+
 def short_path(directory_fd: int, name: str) -> str:
     """A path to ``name`` in an open directory that fits in sun_path (108 bytes) wherever the checkout is."""
     return f"/proc/self/fd/{directory_fd}/{name}"

@@ -5,8 +5,9 @@ is seen), a directory also through itself (its entries). inotify queues an event
 the change, so once a change's call has returned, draining the queue sees it: a request that drains first
 misses no change made before it was sent. What inotify does not see (a write through a shared mapping, a
 change made on another host of a network filesystem) is not seen here either; a queue overflow, or a
-directory that could not be watched or stopped being watched (removed), makes every path count as changed:
-the caller then watches its paths again and checks them all.
+directory that stopped being watched (removed), makes every path count as changed: the caller then watches
+its paths again and checks them all. A directory that cannot be watched at all is the caller's to handle
+(:meth:`Watcher.watch` says so).
 """
 from __future__ import annotations
 
@@ -23,15 +24,22 @@ _MASK = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.CREATE | flags.
 
 @dataclass
 class Changes:
-    """Paths events named since the last :meth:`Watcher.drain` (an entry and its directory); ``everything``
-    when the watcher lost track."""
+    """Paths events named since the last :meth:`Watcher.drain` (an entry and its directory); ``lost``: watched
+    directories that went away (nothing under them is watched now); ``overflow``: the queue overflowed, so any
+    path may have changed. ``everything``: either of the last two."""
 
     paths: set[str] = field(default_factory=set)
-    everything: bool = False
+    lost: set[str] = field(default_factory=set)
+    overflow: bool = False
+
+    @property
+    def everything(self) -> bool:
+        return self.overflow or bool(self.lost)
 
     def add(self, other: Changes) -> None:
         self.paths |= other.paths
-        self.everything = self.everything or other.everything
+        self.lost |= other.lost
+        self.overflow = self.overflow or other.overflow
 
     def affected(self, watched: list[str]) -> list[str]:
         """The paths of ``watched`` (sorted) these changes may concern: one named, or under one named."""
@@ -55,7 +63,6 @@ class Watcher:
         self._inotify = INotify(nonblocking=True)
         self._dirs: dict[int, str] = {}  # watch descriptor -> directory
         self._watched: set[str] = set()
-        self._lost = False  # a directory that could not be watched: nothing can be vouched for
 
     def fileno(self) -> int:
         return self._inotify.fileno()
@@ -63,26 +70,28 @@ class Watcher:
     def close(self) -> None:
         self._inotify.close()
 
-    def watch(self, paths: Iterable[str]) -> None:
-        """Watch ``paths`` from now on (what changed before this call is the caller's to check)."""
+    def watch(self, paths: Iterable[str]) -> bool:
+        """Watch ``paths`` from now on (what changed before this call is the caller's to check); False when a
+        directory could not be watched (ENOSPC: max_user_watches; EACCES; removed meanwhile)."""
+        complete = True
         for path in paths:
             for directory in _directories(path):
                 if directory in self._watched:
                     continue
                 try:
                     wd = self._inotify.add_watch(directory, _MASK)
-                except OSError:  # ENOSPC (max_user_watches), EACCES, or removed meanwhile
-                    self._lost = True
+                except OSError:
+                    complete = False
                     continue
                 self._dirs[wd] = directory
                 self._watched.add(directory)
+        return complete
 
     def drain(self) -> Changes:
-        changes = Changes(everything=self._lost)
-        self._lost = False
+        changes = Changes()
         for event in self._inotify.read(timeout=0):
             if event.mask & flags.Q_OVERFLOW:
-                changes.everything = True
+                changes.overflow = True
                 continue
             directory = self._dirs.get(event.wd)
             if directory is None:
@@ -90,7 +99,7 @@ class Watcher:
             if event.mask & flags.IGNORED:  # the directory went away: what is under it is watched nowhere now,
                 del self._dirs[event.wd]     # so the caller watches its paths again (an ancestor) and checks them all
                 self._watched.discard(directory)
-                changes.everything = True
+                changes.lost.add(directory)
             changes.paths.add(directory)
             if event.name:
                 changes.paths.add(os.path.join(directory, event.name))
