@@ -44,10 +44,10 @@ def _write_artifact(target, source, env):
     digests.keep_in(Path(env["BUILD_DIR"], file_digests.RECORD_NAME))  # an unchanged model's CRC-32: no read-back
     try:
         artifact = Path(target[0].abspath)
-        packaged = packaging.write_artifact(contents, artifact, align=spec["align"], epoch=spec["epoch"],
-                                            claims=[manifest, provenance.sbom_path(artifact),
-                                                    provenance.statement_path(artifact)],
-                                            on_digest=digests.remember, known=digests.entry)
+        packaged = provenance.import_beside(lambda: packaging.write_artifact(
+            contents, artifact, align=spec["align"], epoch=spec["epoch"],
+            claims=[manifest, provenance.sbom_path(artifact), provenance.statement_path(artifact)],
+            on_digest=digests.remember, known=digests.entry))
     except packaging.ERRORS as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
     digests.save()
