@@ -150,6 +150,25 @@ def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(chec
     assert checkout.run("-q").returncode == 0
 
 
+def test_a_killed_server_leaves_builds_to_scons_and_a_new_server_takes_its_place(checkout: Checkout,
+                                                                                  server: Server) -> None:
+    killed = server.pid
+    os.kill(killed, signal.SIGKILL)  # no stop, no cleanup: its socket stays, nobody listens on it
+    socket_path = protocol.server_file(checkout.root, server.variables, ".sock")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{killed}").exists() and \
+            "Z" not in Path(f"/proc/{killed}/stat").read_text().split(")")[-1][:3]:
+        time.sleep(0.05)
+    assert socket_path.exists()
+    orphaned = build(checkout)  # the stale socket refuses the connection: the client runs scons itself
+    assert orphaned.returncode == 0, orphaned.stdout + orphaned.stderr
+    assert summary.parse(orphaned.stdout)["compiled"] == 0
+    restarted = start(checkout)  # the lock died with the server: a new one replaces the stale socket
+    assert restarted.pid != killed
+    assert build(checkout).returncode == 0 and build(checkout).returncode == 0
+    assert restarted.answers()[-1] == build_server.NULL_ANSWER
+
+
 def test_stop_stops_the_server_and_removes_its_socket(checkout: Checkout, server: Server) -> None:
     pid = server.pid
     stopped = client(checkout.root, "stop", *server.variables, env=server.env)

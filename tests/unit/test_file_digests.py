@@ -120,3 +120,14 @@ def test_an_unreadable_digest_record_is_no_record(tmp_path: Path, model: Path, c
     digests = file_digests.Digests()
     digests.keep_in(record)
     assert digests.entry(model, os.stat(model)) is None
+
+
+def test_a_save_killed_midway_leaves_nothing_the_next_save_keeps(tmp_path: Path, model: Path) -> None:
+    record = tmp_path / file_digests.RECORD_NAME
+    dead = tmp_path / f".{file_digests.RECORD_NAME}.dead.tmp"  # a killed writer's: no lock held on it any more
+    dead.write_text("{")
+    digests = file_digests.Digests()
+    digests.keep_in(record)
+    digests.remember(model, os.stat(model), "ab" * 32, crc32=7)
+    digests.save()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([record.name, model.name])

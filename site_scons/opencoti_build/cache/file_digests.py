@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 
 from opencoti_build.files import Identity, identity
+from opencoti_build.incremental import tempfiles
 
 PREFIX = "sha256:"
 RECORD_NAME = "file-digests.json"
@@ -86,12 +87,16 @@ class Digests:
                     continue
                 if crc32 is not None and current == ident:
                     files[path] = [list(ident), signature.removeprefix(PREFIX), crc32]
-            staged = self._record.with_name(f"{self._record.name}.{os.getpid()}.tmp")
-            try:
-                staged.write_text(json.dumps({"format": _FORMAT, "files": files}, indent=0) + "\n")
+            staged: Path | None = None
+            try:  # a run killed while writing leaves a locked temporary the next save sweeps
+                tempfiles.remove_stale(self._record.parent, self._record.name)
+                fd, staged = tempfiles.create(self._record)
+                with os.fdopen(fd, "w") as out:
+                    out.write(json.dumps({"format": _FORMAT, "files": files}, indent=0) + "\n")
                 os.replace(staged, self._record)
             except OSError:  # a record not kept costs the next repackage one read-back, nothing else
-                staged.unlink(missing_ok=True)
+                if staged is not None:
+                    staged.unlink(missing_ok=True)
 
     def known(self, path: Path | str) -> str | None:
         """The remembered signature of ``path``, if it still has the stat it had then; else None."""
