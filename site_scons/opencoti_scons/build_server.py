@@ -149,9 +149,7 @@ class Server:
             if op == "stop":
                 protocol.send(conn, {"stopped": os.getpid()})
                 raise Stop
-            if op == "ping":
-                protocol.send(conn, {"pid": os.getpid(), "variables": self.variable_args, "project": str(self.project)})
-            elif op == "build" and len(fds) == 3:
+            if op == "build" and len(fds) == 3:
                 self._take_events()
                 reason = self._not_mine(message)
                 if reason:
