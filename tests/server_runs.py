@@ -91,6 +91,7 @@ def build(co: Checkout, *extra: str, env_extra: dict[str, str] | None = None) ->
 
 def popen_build(co: Checkout, *extra: str) -> subprocess.Popen[str]:
     args, env = request_args(co, *extra)
+    env = dict(env, PYTHONUNBUFFERED="1")  # each step's line as it starts: the caller reacts to them
     return subprocess.Popen([sys.executable, "-m", "opencoti_build", "build", *args], cwd=co.root, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

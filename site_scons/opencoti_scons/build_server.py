@@ -315,7 +315,9 @@ def _reopen_std_streams() -> None:
     """Python's own standard streams, on the descriptors the client passed (a terminal is line-buffered)."""
     encoding = os.environ.get("PYTHONIOENCODING") or sys.stdout.encoding
     sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, encoding=encoding, closefd=False)  # noqa: SIM115
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # the request's: as a scons process would honour it
+    sys.stdout = io.TextIOWrapper(open(1, "wb", buffering=0 if unbuffered else -1, closefd=False),  # noqa: SIM115
+                                  encoding=encoding, line_buffering=os.isatty(1), write_through=unbuffered)
     sys.stderr = open(2, "w", buffering=1, encoding=encoding, errors="backslashreplace", closefd=False)  # noqa: SIM115
     for name in ("stdin", "stdout", "stderr"):  # SCons's revert_io restores these
         setattr(sys, f"__{name}__", getattr(sys, name))
