@@ -15,9 +15,25 @@ from pathlib import Path
 def create(dest: Path | str) -> tuple[int, Path]:
     """(fd, path) of a new ``.<dest name>.XXXX.tmp`` beside ``dest``, locked by this process."""
     dest = Path(dest)
-    fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd, Path(name)
+    while True:
+        fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        # Between mkstemp and the lock the file is an unlocked temporary: another process's remove_stale may have
+        # taken it for a dead writer's and removed it (it unlinks before it lets the lock go, so once the lock is
+        # ours that is settled). The name is this writer's only if it still holds this file; else take another.
+        if _names(name, fd):
+            return fd, Path(name)
+        os.close(fd)
+
+
+def _names(path: str, fd: int) -> bool:
+    """Whether ``path`` is the file open as ``fd``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def remove_stale(directory: Path | str, dest_name: str = "") -> list[Path]:
