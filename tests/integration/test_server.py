@@ -185,13 +185,17 @@ def test_stop_stops_the_server_and_removes_its_socket(checkout: Checkout, server
 def test_the_watcher_sees_writes_creations_removals_and_loses_track_loudly(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.c").write_text("a")
+    (tmp_path / "src" / "b.c").write_text("b")
     missing = tmp_path / "later" / "deep" / "b.h"  # watched through its nearest existing ancestor
     watcher = Watcher()
     try:
-        assert watcher.watch([str(tmp_path / "src" / "a.c"), str(missing)])
+        files = [str(tmp_path / "src" / "a.c"), str(tmp_path / "src" / "b.c")]
+        assert watcher.watch([*files, str(missing)])
         assert watcher.drain() == Changes()
         (tmp_path / "src" / "a.c").write_text("b")
-        assert str(tmp_path / "src" / "a.c") in watcher.drain().paths
+        written = watcher.drain()
+        assert written.affected(files) == files[:1]  # its sibling is not suspected
+        assert written.listings == {str(tmp_path / "src")}
         os.utime(tmp_path / "src" / "a.c", (1, 1))
         assert str(tmp_path / "src" / "a.c") in watcher.drain().paths
         (tmp_path / "later").mkdir()

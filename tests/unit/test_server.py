@@ -76,5 +76,7 @@ def test_changes_name_the_watched_paths_they_may_concern() -> None:
     assert Changes({"/p/a.c", "/p/zz"}).affected(watched) == ["/p/a.c"]
     assert Changes({"/p/inc"}).affected(watched) == ["/p/inc/a.h", "/p/inc/sub/b.h"]  # a directory made or moved
     assert Changes({"/p/in"}).affected(watched) == []  # a prefix of a name is no parent
+    # an entry event in /p/inc concerns /p/inc's listing, not its other entries: a closed lock file is no edit
+    assert Changes({"/p/inc/lock"}, listings={"/p/inc"}).affected(sorted([*watched, "/p/inc"])) == ["/p/inc"]
     assert Changes(overflow=True).affected(watched) == watched
     assert Changes(lost={"/p"}).affected(watched) == watched  # a watch lost: everything is suspect

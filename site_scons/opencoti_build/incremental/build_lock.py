@@ -93,7 +93,9 @@ def briefly(build_dir: Path | str) -> Iterator[bool]:
     creates. The build server answers a null request under it, as the fast path does, and keeps no lock after."""
     fd = -1
     try:
-        fd = os.open(Path(build_dir) / LOCK_NAME, os.O_RDWR | os.O_CLOEXEC)
+        # read-only: closing a file opened for writing is an inotify event, which a build server would take
+        # for a change in BUILD_DIR
+        fd = os.open(Path(build_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         held = not lost(Path(build_dir) / LOCK_NAME, fd)
     except OSError:  # no BUILD_DIR or lock file yet, or another run holds it

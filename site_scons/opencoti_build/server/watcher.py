@@ -24,11 +24,15 @@ _MASK = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.CREATE | flags.
 
 @dataclass
 class Changes:
-    """Paths events named since the last :meth:`Watcher.drain` (an entry and its directory); ``lost``: watched
-    directories that went away (nothing under them is watched now); ``overflow``: the queue overflowed, so any
-    path may have changed. ``everything``: either of the last two."""
+    """What events named since the last :meth:`Watcher.drain`. ``paths``: entries (a file, or a directory made,
+    moved or removed: what is under it may have changed too) and watched directories that changed themselves;
+    ``listings``: directories an entry event happened in, which concern the directory alone (its listing), not
+    what else is under it: a lock file closed in the build directory leaves the build's outputs unsuspected;
+    ``lost``: watched directories that went away (nothing under them is watched now); ``overflow``: the queue
+    overflowed, so any path may have changed. ``everything``: either of the last two."""
 
     paths: set[str] = field(default_factory=set)
+    listings: set[str] = field(default_factory=set)
     lost: set[str] = field(default_factory=set)
     overflow: bool = False
 
@@ -38,6 +42,7 @@ class Changes:
 
     def add(self, other: Changes) -> None:
         self.paths |= other.paths
+        self.listings |= other.listings
         self.lost |= other.lost
         self.overflow = self.overflow or other.overflow
 
@@ -45,10 +50,9 @@ class Changes:
         """The paths of ``watched`` (sorted) these changes may concern: one named, or under one named."""
         if self.everything:
             return list(watched)
-        hit: set[str] = set()
+        hit = {path for path in self.listings if _holds(watched, path)}
         for path in self.paths:
-            i = bisect.bisect_left(watched, path)
-            if i < len(watched) and watched[i] == path:
+            if _holds(watched, path):
                 hit.add(path)
             prefix = path.rstrip(os.sep) + os.sep
             i = bisect.bisect_left(watched, prefix)
@@ -56,6 +60,11 @@ class Changes:
                 hit.add(watched[i])
                 i += 1
         return sorted(hit)
+
+
+def _holds(watched: list[str], path: str) -> bool:
+    i = bisect.bisect_left(watched, path)
+    return i < len(watched) and watched[i] == path
 
 
 class Watcher:
@@ -100,9 +109,11 @@ class Watcher:
                 del self._dirs[event.wd]     # so the caller watches its paths again (an ancestor) and checks them all
                 self._watched.discard(directory)
                 changes.lost.add(directory)
-            changes.paths.add(directory)
             if event.name:
                 changes.paths.add(os.path.join(directory, event.name))
+                changes.listings.add(directory)
+            else:  # the directory itself (its mode, its removal)
+                changes.paths.add(directory)
         return changes
 
 

@@ -67,8 +67,9 @@ def settings_difference(record: Record, args: Sequence[str], cwd: str, environ: 
 
 def paths_difference(record: Record, only: Collection[str] | None = None) -> str | None:
     """The first recorded path that differs now (of ``only``, when given: what a watcher saw change)."""
+    wanted = None if only is None else set(only)
     for path in record.present:
-        if (only is None or path in only) and not os.path.isfile(path):
+        if (wanted is None or path in wanted) and not os.path.isfile(path):
             return f"{path} is missing"
     listed, hidden = record.listed, record.hidden
     for path in record.paths if only is None else [p for p in only if p in record.paths]:
