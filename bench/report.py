@@ -206,11 +206,10 @@ def _realfat(real: dict) -> list[str]:
 
 def _server(server: dict) -> list[str]:
     """The build server's section: null requests and a header edit against make + ccache and one-shot scons."""
-    names = list(server["null"]["walls"])
     rows = []
     for part, title in (("null", "null request / build"), ("header_edit", "one-header edit")):
         got = server[part]
-        for name in names:
+        for name in got["walls"]:
             ratio = got["ratio_medians"].get(name)
             rows.append([title, name, _s(got["medians"][name]), ", ".join(f"{w:.3f}" for w in got["walls"][name]),
                          ", ".join(str(c) for c in got["compiles"][name]),
@@ -218,8 +217,10 @@ def _server(server: dict) -> list[str]:
     edit = server["header_edit"]
     return [f"## 1b. The build server ({server['tus']} TUs)", "",
             "`python3 -m opencoti_build serve` started for the tree's variables; requests through `python3 -m "
-            "opencoti_build build -Q -j2 VARS`, beside make + ccache and one-shot `scons` on the same tree, each "
-            "with its own outputs and cache, the three in turn per run (order alternating). The edit gives "
+            "opencoti_build build -Q -j2 VARS` and through the C client `serve` compiled (`BUILD_DIR/server/"
+            "opencoti-client -Q -j2 VARS`; the edits through it alone: another client's request would find them "
+            "built), beside make + ccache and one-shot `scons` on the same tree, each with its own outputs and "
+            "cache, in turn per run (order alternating). The edit gives "
             f"`{edit['header']}` a new value each run ({edit['expected_dependents']} dependents). Ratios per run "
             "against make + ccache.", "",
             *_table(["", "build", "median wall", "runs", "compiles per run", "× make + ccache"], rows), "",

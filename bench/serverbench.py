@@ -2,8 +2,9 @@
 scons build, in one run.
 
 Three builders of the same tree, each with its own outputs and cache (so each compiles an edited header's
-dependents itself): make + ccache, one-shot ``scons``, and requests through ``python3 -m opencoti_build build`` to
-a server started for the same variables. Null requests and a one-header edit are timed per run, the three in
+dependents itself): make + ccache, one-shot ``scons``, and requests to a server started for the same variables,
+through ``python3 -m opencoti_build build`` and through the C client ``serve`` compiles (null requests: both; the
+edits: the C client's, since the next client's request would find them built). Null requests and a one-header edit are timed per run, the three in
 turn (order alternating); ratios are taken per run against make + ccache. After the edits, the server's
 binaries are compared byte for byte with the one-shot build's, and the server's next request must compile
 nothing. The server's own log gives how it answered each request and how long it took inside the server.
@@ -18,16 +19,14 @@ from pathlib import Path
 from bench import fatbench, fattree
 from bench.measure import median, run
 from opencoti_build.report import summary
-from opencoti_build.server import protocol
+from opencoti_build.server import native_client, protocol
 from opencoti_scons import build_server
 
 COMPARED = ("o/llamafile/llamafile", "o/llamafile/linked/llamafile.aarch64.elf", "o/llamafile/linked/llamafile.com.dbg")
 
 
 class ServerBuild:
-    """Requests to a build server for ``project`` with every output under ``work`` (its cache seeded from another's)."""
-
-    name = "scons via server"
+    """A build server for ``project`` with every output under ``work`` (its cache seeded from another's)."""
 
     def __init__(self, project: Path, tree: Path, work: Path, jobs: int) -> None:
         self.project, self.tree, self.work, self.out = project, tree, work, work / "out"
@@ -35,7 +34,12 @@ class ServerBuild:
                  "BACKEND_DIST_DIR": work / "vendors-dist", "COMPILEDB": work / "compile_commands.json",
                  "COSMOCC": "stand-in"}
         self.variables = [f"{k}={v}" for k, v in vars_.items()]
-        self.argv = [sys.executable, "-m", "opencoti_build", "build", "-Q", f"-j{jobs}", *self.variables]
+        request = ["-Q", f"-j{jobs}", *self.variables]
+        self.clients = {  # the same requests to the same server, from each client
+            "scons via server": Client("scons via server", [sys.executable, "-m", "opencoti_build", "build", *request],
+                                       project),
+            "scons via server, C client": Client("scons via server, C client", [
+                str(protocol.server_dir(project, self.variables) / native_client.NAME), *request], project)}
 
     def start(self) -> None:
         subprocess.run([sys.executable, "-m", "opencoti_build", "serve", "--detach", *self.variables],
@@ -45,14 +49,21 @@ class ServerBuild:
         subprocess.run([sys.executable, "-m", "opencoti_build", "stop", *self.variables], cwd=self.project,
                        capture_output=True)
 
+    def log_lines(self) -> list[str]:
+        log = protocol.server_file(self.project, self.variables, ".log")
+        return [line for line in log.read_text().splitlines() if " build " in line]
+
+
+class Client:
+    """Requests through one client (``python3 -m opencoti_build build``, or the C client ``serve`` compiled)."""
+
+    def __init__(self, name: str, argv: list[str], project: Path) -> None:
+        self.name, self.argv, self.project = name, argv, project
+
     def build(self) -> fatbench.Outcome:
         result = run(self.argv, cwd=self.project)
         compiles = sum(1 for line in summary.unprefixed(result.output) if line.startswith("FATCC "))
         return fatbench.Outcome(result.returncode, result.wall, compiles)
-
-    def log_lines(self) -> list[str]:
-        log = protocol.server_file(self.project, self.variables, ".log")
-        return [line for line in log.read_text().splitlines() if " build " in line]
 
 
 def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> dict:
@@ -64,17 +75,17 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
             raise SystemExit(f"bench: the cold {name} build failed (rc {outcome['returncode']})")
     server = ServerBuild(project, tree.root, work / "server", jobs)
     shutil.copytree(scons.work / "cache", server.work / "cache")  # its first build restores; its edits compile
+    python_client, c_client = server.clients.values()
     server.start()
     try:
-        first = server.build()
+        first = python_client.build()
         if first.returncode != 0 or first.compiles:
             raise SystemExit(f"bench: the server's first build failed or compiled ({first})")
-        builds = [server, make, scons]
         log("server part: null requests")
-        null = _timed(builds, runs, edit=None)
-        log("server part: header edits")
-        edit = _timed(builds, runs, edit=tree)
-        after = server.build().compiles
+        null = _timed([c_client, python_client, make, scons], runs, edit=None)
+        log("server part: header edits")  # through one client: the next one's request would find them built
+        edit = _timed([c_client, make, scons], runs, edit=tree)
+        after = python_client.build().compiles
         differing = [rel for rel in COMPARED if (server.out / rel).read_bytes() != (scons.out / rel).read_bytes()]
         answers = server.log_lines()
     finally:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from opencoti_build.server import protocol
+from opencoti_build.server import native_client, protocol
 from opencoti_scons import build_server
 
 from null_build_checkout import Checkout
@@ -87,6 +87,13 @@ def start(co: Checkout, *extra: str) -> Server:
 def build(co: Checkout, *extra: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     args, env = request_args(co, *extra)
     return client(co.root, "build", *args, env={**env, **(env_extra or {})})
+
+
+def native_build(co: Checkout, server: Server, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The same request through the C client ``serve`` compiled beside the socket."""
+    args, env = request_args(co, *extra)
+    binary = protocol.server_dir(co.root, server.variables) / native_client.NAME
+    return subprocess.run([str(binary), *args], cwd=co.root, env=env, capture_output=True, text=True, timeout=900)
 
 
 def popen_build(co: Checkout, *extra: str) -> subprocess.Popen[str]:

@@ -40,7 +40,7 @@ import SCons.Script.Main
 import opencoti_build
 import opencoti_scons
 from opencoti_build.incremental import build_lock, null_build
-from opencoti_build.server import protocol
+from opencoti_build.server import native_client, protocol
 from opencoti_build.server.watcher import Changes, Watcher
 from opencoti_scons import engine
 
@@ -178,6 +178,8 @@ class Server:
         argv = message.get("argv")
         if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
             return "a request without a command line"
+        if protocol.moves_project(argv):
+            return "an option that moves the project"
         if protocol.configuration(argv) != self.variable_args:
             return "another configuration"
         if message.get("cwd") != str(self.project) or not isinstance(message.get("env"), dict):
@@ -391,10 +393,13 @@ def main(args: Sequence[str]) -> int:
             os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)  # the lock file names the server
     warm_imports()
     where = protocol.server_file(project, ns.variables, ".sock")
+    fast_client, how = native_client.install(where.parent)  # again after a restart: client.c may have changed
     if not ns.inherit:
         vars_text = " ".join(ns.variables)
         print(f"build server for {project}{' ' + vars_text if vars_text else ''}: pid {os.getpid()}, socket {where};"
               f" stop: python3 -m opencoti_build stop{' ' + vars_text if vars_text else ''}", flush=True)
+        print(f"fast client: {fast_client} [TARGETS] [KEY=VALUE...]" if fast_client else f"no fast client: {how}",
+              flush=True)
         _ready()
     signal.signal(signal.SIGTERM, _raise_stop)
     signal.signal(signal.SIGINT, _raise_stop)

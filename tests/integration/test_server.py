@@ -24,7 +24,7 @@ from opencoti_scons import build_server
 
 from null_build_checkout import Checkout, append_text, assert_equals_clean_build, prepare
 from scons_runs import compiled, summary
-from server_runs import Server, build, client, popen_build, request_args, start
+from server_runs import Server, build, client, native_build, popen_build, request_args, start
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +73,19 @@ def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checko
     again = build(checkout)
     assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == build_server.NULL_ANSWER
     assert_equals_clean_build(checkout, "after a header edit through the server")
+
+
+def test_the_c_client_builds_and_answers_as_the_python_client_does(checkout: Checkout, server: Server) -> None:
+    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n/* edited, built by the C client */\n")
+    would = checkout.run("-n")
+    edited = native_build(checkout, server)
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    assert server.answers()[-1] == build_server.FORKED_RUN and compiled(edited) == compiled(would) != []
+    native_null, python_null = native_build(checkout, server), build(checkout)
+    assert server.answers()[-2:] == [build_server.NULL_ANSWER] * 2
+    assert (native_null.returncode, _unclocked(native_null.stdout), native_null.stderr) == \
+        (python_null.returncode, _unclocked(python_null.stdout), python_null.stderr)
+    assert_equals_clean_build(checkout, "after a header edit built by the C client")
 
 
 def test_other_variables_or_no_server_run_scons_itself(checkout: Checkout, server: Server) -> None:

@@ -54,8 +54,8 @@ Options: --cache-disable turns the object cache off (CACHE_DIR= does the same).
          -j N runs N steps at once; without -j, one per CPU. --debug=explain says why each step runs.
 
 A resident build server: `python3 -m opencoti_build serve --detach [VARS]` once, then
-`python3 -m opencoti_build build [TARGETS] [VARS]` for each build (a plain scons run when none serves;
-docs/server.md).
+`python3 -m opencoti_build build [TARGETS] [VARS]` for each build, or its C client that serve compiles,
+`$BUILD_DIR/server/opencoti-client [TARGETS] [VARS]` (a plain scons run when none serves; docs/server.md).
 
 Variables (KEY=VALUE on the command line; an unknown KEY is an error):
 """

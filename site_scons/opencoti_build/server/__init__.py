@@ -8,6 +8,9 @@ SCons and the build's modules imported once, and an inotify watch on everything 
 - ``protocol``: where a configuration's socket is, and the messages on it (file descriptors passed along).
 - ``watcher``: inotify over the directories of watched paths: which paths may have changed since last asked.
 - ``client``: the ``build`` and ``stop`` commands, and the fall-back to a plain ``scons`` run.
+- ``native_client``: the C client (``client.c``, the same ``build`` without an interpreter's start), which ``serve``
+  compiles beside its socket.
 
-Only ``client`` and ``protocol`` are imported for a request: the client's start is what a null request costs.
+Only ``client`` and ``protocol`` are imported for a request through Python; the C client imports nothing: a
+client's start is most of what a null request costs.
 """

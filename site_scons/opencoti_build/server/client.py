@@ -45,10 +45,6 @@ def _plain_scons(args: Sequence[str]) -> int:
 
 def build_main(args: Sequence[str]) -> int:
     args = list(args)
-    if any(a in protocol.LOCATING_OPTIONS or a.startswith(tuple(o + "=" for o in protocol.LOCATING_OPTIONS if
-                                                                 o.startswith("--")))
-           for a in args):
-        return _plain_scons(args)
     variable_args = protocol.configuration(args)
     request = {"op": "build", "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
     for _ in range(_RETRIES):

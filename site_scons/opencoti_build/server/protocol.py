@@ -23,13 +23,19 @@ DEFAULT_BUILD_DIR = "build"  # buildvars' default (tests/unit/test_server.py hol
 SERVER_DIR = "server"
 _LENGTH = struct.Struct(">I")
 _MAX_MESSAGE = 16 << 20
-# options that move the project or read another SConstruct: such a request is never sent to a server
+# options that move the project or read another SConstruct: a server never runs such a request
 LOCATING_OPTIONS = ("-C", "--directory", "-D", "-U", "-u", "--up", "--search-up", "-f", "--file", "--makefile",
                     "--sconstruct", "--interactive", "-Y", "--repository", "--srcdir")
 
 
 class ProtocolError(Exception):
     """The other end sent something that is no message of this protocol, or went away mid-message."""
+
+
+def moves_project(args: Sequence[str]) -> bool:
+    """Whether a command line has an option of :data:`LOCATING_OPTIONS` (the server answers it "fallback")."""
+    long_forms = tuple(o + "=" for o in LOCATING_OPTIONS if o.startswith("--"))
+    return any(a in LOCATING_OPTIONS or a.startswith(long_forms) for a in args)
 
 
 # variables that pick what one request builds or prints, not the configuration a server keeps (a subset of

@@ -1,0 +1,67 @@
+"""The build server's C client, ``BUILD_DIR/server/opencoti-client``: ``build`` without a Python interpreter's start
+(client.c says what it does). ``serve`` compiles it when it starts, so the one beside the socket is always made from
+the server's own client.c, for the server's interpreter (what it runs ``-m SCons`` with when no server answers).
+
+It is compiled again only when that source, the interpreter or the compiler's command line differs from what its
+stamp records, or when the file is no longer the one the stamp names (changed by hand): the stamp holds the
+digests of both. Written to a temporary and renamed, so a client is whole or absent.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from opencoti_build.incremental import tempfiles
+
+SOURCE = Path(__file__).with_name("client.c")
+NAME = "opencoti-client"
+STAMP_SUFFIX = ".stamp"
+
+
+def command(compiler: str, python: str, output: str) -> list[str]:
+    """The compile and link of the client (``python``: the interpreter it falls back to, as a C string)."""
+    return [compiler, "-std=c11", "-O2", "-Wall", "-Wextra", f"-DOPENCOTI_PYTHON={json.dumps(python)}",
+            "-o", output, str(SOURCE)]
+
+
+def install(server_dir: Path, python: str = sys.executable) -> tuple[Path | None, str]:
+    """(the client, what was done) or (None, why there is none: one line). Never raises for a missing compiler
+    or a failed compile: the Python client serves then."""
+    compiler = shutil.which(os.environ.get("CC") or "cc")
+    if compiler is None:
+        return None, f"no C compiler ({os.environ.get('CC') or 'cc'}) on PATH; python3 -m opencoti_build build serves"
+    client = server_dir / NAME
+    stamp = server_dir / (NAME + STAMP_SUFFIX)
+    inputs = hashlib.sha256(SOURCE.read_bytes() + "\0".join(command(compiler, python, NAME)).encode()).hexdigest()
+    if _stamped(client, stamp) == inputs:
+        return client, "current"
+    with tempfile.TemporaryDirectory(dir=server_dir, prefix=f".{NAME}.") as scratch:  # the linker's to write in
+        made = subprocess.run(command(compiler, python, os.path.join(scratch, NAME)), capture_output=True, text=True)
+        if made.returncode != 0:
+            first = (made.stderr.strip().splitlines() or [f"status {made.returncode}"])[0]
+            return None, f"{compiler} could not compile {SOURCE.name}: {first}"
+        output = hashlib.sha256(Path(scratch, NAME).read_bytes()).hexdigest()
+        os.replace(os.path.join(scratch, NAME), client)
+    fd, tmp = tempfiles.create(stamp)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{inputs} {output}\n")
+        os.replace(tmp, stamp)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return client, "compiled"
+
+
+def _stamped(client: Path, stamp: Path) -> str | None:
+    """The inputs digest the stamp records, when the client is still the file it was compiled to."""
+    try:
+        inputs, output = stamp.read_text().split()
+        return inputs if hashlib.sha256(client.read_bytes()).hexdigest() == output else None
+    except (OSError, ValueError):
+        return None

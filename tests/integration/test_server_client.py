@@ -1,0 +1,172 @@
+"""The build server's C client (BUILD_DIR/server/opencoti-client, compiled by ``serve``) against a scripted server:
+it sends what the Python client sends, byte for byte the same request once decoded, with the same descriptors;
+it exits with the answer's status, follows "retry", runs scons on "fallback" or with no server, passes Ctrl-C on,
+and says so in one line when the server goes away. Its use with a real server is in tests/integration/test_server.py.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from opencoti_build.server import native_client, protocol
+
+# what a request carries that is hard to say in JSON or in C: quotes, backslashes, control characters, non-ASCII
+ODD = 'tab\there "quoted" back\\slash new\nline é ✓ 𝄞 \x1b[0m'
+VARIABLES = ["SRC=tree", f"ODD={ODD}", "BUILD_DIR=out", "FILE=a.c", "VERBOSE=1"]  # FILE, VERBOSE: per request
+
+
+@pytest.fixture(scope="module")
+def client_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    made, how = native_client.install(tmp_path_factory.mktemp("client"))
+    assert made is not None, how
+    return made
+
+
+Answer = Callable[[socket.socket, dict, list[int]], None]
+
+
+class ScriptedServer:
+    """Listens where the server for ``variables`` in ``root`` would; answers the n-th request with ``answers[n]``."""
+
+    def __init__(self, root: Path, variables: list[str], answers: list[Answer]) -> None:
+        self.requests: list[dict] = []
+        self.signals: list[dict] = []
+        directory = protocol.server_dir(root, protocol.configuration(variables))
+        directory.mkdir(parents=True)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self.listener = socket.socket(socket.AF_UNIX)
+            self.listener.bind(protocol.short_path(dir_fd, protocol.socket_name(protocol.configuration(variables))))
+        finally:
+            os.close(dir_fd)
+        self.listener.listen(4)
+        self.thread = threading.Thread(target=self._serve, args=(answers,), daemon=True)
+        self.thread.start()
+
+    def _serve(self, answers: list[Answer]) -> None:
+        for answer in answers:
+            conn, _ = self.listener.accept()
+            with conn:
+                got = protocol.receive(conn, max_fds=3)
+                assert got is not None
+                message, fds = got
+                self.requests.append(message)
+                try:
+                    answer(conn, message, fds)
+                finally:
+                    for fd in fds:
+                        os.close(fd)
+
+    def close(self) -> None:
+        self.thread.join(timeout=30)
+        self.listener.close()
+
+
+def status(code: int) -> Answer:
+    def answer(conn: socket.socket, message: dict, fds: list[int]) -> None:
+        os.write(fds[1], b"out from the server\n")  # the client's own stdout and stderr came with the request
+        os.write(fds[2], b"err from the server\n")
+        protocol.send(conn, {"status": code})
+    return answer
+
+
+def reply(message: dict) -> Answer:
+    return lambda conn, _message, _fds: protocol.send(conn, message)
+
+
+def hang_up(conn: socket.socket, message: dict, fds: list[int]) -> None:
+    pass
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "checkout"
+    root.mkdir()
+    yield root
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "ODD_VALUE": ODD, "EMPTY": "", **extra}
+
+
+def _run(argv: list[str], root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_it_sends_what_the_python_client_sends_and_exits_with_the_answer(client_binary: Path, project: Path) -> None:
+    args = ["-Q", "host", *VARIABLES, "--debug=explain"]
+    server = ScriptedServer(project, args, [status(7), status(7)])
+    native = _run([str(client_binary), *args], project, _env())
+    python = _run([sys.executable, "-m", "opencoti_build", "build", *args], project, _env())
+    server.close()
+    for run in (native, python):
+        assert (run.returncode, run.stdout, run.stderr) == (7, "out from the server\n", "err from the server\n")
+    native_request, python_request = server.requests
+    assert native_request["argv"] == args and native_request["env"]["ODD_VALUE"] == ODD
+    assert native_request == python_request
+
+
+def test_retry_is_followed_and_fallback_runs_scons(client_binary: Path, project: Path) -> None:
+    server = ScriptedServer(project, VARIABLES, [reply({"retry": True}), status(3), reply({"fallback": "another"})])
+    retried = _run([str(client_binary), *VARIABLES], project, _env())
+    fallen_back = _run([str(client_binary), *VARIABLES], project, _env())
+    server.close()
+    assert retried.returncode == 3 and len(server.requests) == 3
+    assert "No SConstruct file found" in fallen_back.stderr  # scons ran in the project (which has none)
+
+
+@pytest.mark.parametrize("why", ["no server", "not UTF-8"])
+def test_without_a_server_or_for_a_request_json_cannot_carry_it_runs_scons(client_binary: Path, project: Path,
+                                                                          why: str) -> None:
+    server = ScriptedServer(project, VARIABLES, []) if why == "not UTF-8" else None
+    env = _env()
+    if why == "not UTF-8":
+        env = {**env, "BAD": os.fsdecode(b"\xff\xfe")}  # Python's surrogate escapes; a C client sends no such request
+    run = _run([str(client_binary), *VARIABLES], project, env)
+    if server is not None:
+        server.close()
+        assert server.requests == []
+    assert run.returncode == 2 and "No SConstruct file found" in run.stderr
+
+
+def test_a_server_that_goes_away_is_one_line_and_status_2(client_binary: Path, project: Path) -> None:
+    server = ScriptedServer(project, VARIABLES, [hang_up])
+    run = _run([str(client_binary), *VARIABLES], project, _env())
+    server.close()
+    assert run.returncode == 2
+    assert run.stderr == "opencoti-build: the build server went away during the build; run the build again\n"
+
+
+def test_ctrl_c_is_passed_on_to_the_run(client_binary: Path, project: Path) -> None:
+    def interrupted(conn: socket.socket, message: dict, fds: list[int]) -> None:
+        os.write(fds[1], b"running\n")
+        got = protocol.receive(conn)
+        assert got is not None
+        protocol.send(conn, {"status": 130 if got[0] == {"signal": int(signal.SIGINT)} else 1})
+
+    server = ScriptedServer(project, VARIABLES, [interrupted])
+    proc = subprocess.Popen([str(client_binary), *VARIABLES], cwd=project, env=_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "running\n"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    server.close()
+
+
+def test_it_is_compiled_again_only_when_its_inputs_or_the_file_changed(tmp_path: Path) -> None:
+    made, how = native_client.install(tmp_path)
+    assert made is not None and how == "compiled"
+    assert native_client.install(tmp_path) == (made, "current")
+    assert native_client.install(tmp_path, python="/elsewhere/python3") == (made, "compiled")
+    made.write_bytes(b"changed by hand")
+    again, how = native_client.install(tmp_path, python="/elsewhere/python3")
+    assert how == "compiled" and again.read_bytes().startswith(b"\x7fELF") and os.access(again, os.X_OK)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [native_client.NAME, native_client.NAME + ".stamp"]
