@@ -155,11 +155,12 @@ def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(chec
             break
     running.send_signal(signal.SIGINT)
     out, err = running.communicate(timeout=900)
-    assert running.returncode == 2, out + err  # SCons's status for an interrupted build (-Q: no words for it)
+    # SCons's status for an interrupted build (-Q: no words for it); a build the signal missed exits 0. How much of
+    # the build still runs is SCons's own: on a loaded machine it may notice the signal only once its last step
+    # is done (seen under CPU hogs, the signal at the run's group 0.04 s after the Ctrl-C), as a `scons` run would
+    assert running.returncode == 2, out + err
     finished = build(checkout)
     assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert summary.parse(finished.stdout)["compiled"] > 0, (  # what the interrupted build had not got to
-        f"interrupted:\n{out}{err}\nthen:\n{finished.stdout}{finished.stderr}")
     assert checkout.run("-q").returncode == 0
 
 
