@@ -4,7 +4,7 @@ Each round applies one of the null build's differential mutations (tests/null_bu
 sources, headers, device code and the build's own code, touches, deletions, shadowing headers, globbed files,
 variables, environment, the compiler, outputs, commits, the patch series, stray DSOs) to a private checkout,
 asks a one-shot full evaluation (`scons -q`) whether the targets are current, then builds through the server
-(`python3 -m opencoti_build build`). The server may answer from the record only when `scons -q` said current; when
+(through `python3 -m opencoti_build build` or the C client, picked per request by the seed). The server may answer from the record only when `scons -q` said current; when
 `scons -q` said current the request must have done nothing; after a successful request `scons -q` must say
 current and the next request must be answered from the record (the watcher is no mere "always run"). A mutation
 of the variables gives another configuration: the client then runs scons itself, and the round restarts the
@@ -27,7 +27,7 @@ from opencoti_scons import build_server
 
 from null_build_checkout import MUTATIONS, Checkout, assert_equals_clean_build, prepare
 from scons_runs import summary
-from server_runs import Server, build, request_args, start
+from server_runs import Server, build, native_build, request_args, start
 
 ROUNDS, ROUNDS_PER_RUN = 60, 8
 CLEAN_EVERY = 10
@@ -50,7 +50,8 @@ def run_rounds(co: Checkout, seed: int, rounds: int) -> None:
             question = co.run("-q")
             assert question.returncode in (0, 1, 2), label  # 2: the tree no longer builds (a deleted source)
             answered = len(server.answers())
-            result = build(co)
+            client, other = co.rng.sample([build, lambda co: native_build(co, server)], 2)
+            result = client(co)
             answers = server.answers()
             assert len(answers) == answered + 1, f"{label}: the request did not reach the server"
             counts = summary.parse(result.stdout)
@@ -63,7 +64,7 @@ def run_rounds(co: Checkout, seed: int, rounds: int) -> None:
                 assert co.deleted, f"{label}: the request failed:\n{result.stdout}{result.stderr}"
                 continue
             assert co.run("-q").returncode == 0, f"{label}: not current after a successful request"
-            again = build(co)
+            again = other(co)  # the record holds for either client: the same request
             assert again.returncode == 0 and server.answers()[-1] == build_server.NULL_ANSWER, \
                 f"{label}: the request after a successful one was not answered from the record:\n{again.stdout}"
             if number % CLEAN_EVERY == 0 and not co.deleted:
