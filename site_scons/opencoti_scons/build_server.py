@@ -77,8 +77,9 @@ def warm_imports() -> None:
 
 
 def code_files() -> set[str]:
-    """The source files of every module this process has imported: a change to one makes the server restart."""
-    files = set()
+    """The source files of every module this process has imported, and the C client's (compiled at each start):
+    a change to one makes the server restart."""
+    files = {str(native_client.SOURCE.resolve())}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if path and os.path.isfile(path):

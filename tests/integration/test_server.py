@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.server import protocol
+from opencoti_build.server import native_client, protocol
 from opencoti_build.server.watcher import Changes, Watcher
 from opencoti_scons import build_server
 
@@ -119,6 +119,17 @@ def test_a_change_to_the_servers_code_restarts_it_before_the_request(checkout: C
     assert server.answers()[-1] == build_server.FORKED_RUN  # the SConscripts read the new sources.py: a full run
     assert server.pid == pid  # re-executed in place: the same process, socket and lock
     assert build(checkout).returncode == 0 and server.answers()[-1] == build_server.NULL_ANSWER
+
+
+def test_a_change_to_the_c_client_restarts_the_server_which_compiles_it_again(checkout: Checkout,
+                                                                           server: Server) -> None:
+    stamp = protocol.server_dir(checkout.root, server.variables) / (native_client.NAME + native_client.STAMP_SUFFIX)
+    before, restarts = stamp.read_text(), server.log.read_text().count("the server's code changed: restarting")
+    append_text(checkout.root / "site_scons" / "opencoti_build" / "server" / "client.c", "\n/* a change */\n")
+    changed = native_build(checkout, server)  # answered "retry" while the server restarts, then built
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert server.log.read_text().count("the server's code changed: restarting") == restarts + 1
+    assert stamp.read_text() != before  # compiled from the new source
 
 
 def test_a_second_server_for_the_same_configuration_is_refused_in_one_line(checkout: Checkout,
