@@ -93,8 +93,10 @@ def test_other_variables_or_no_server_run_scons_itself(checkout: Checkout, serve
     other = build(checkout, "CPU_ONLY=1")  # another configuration: no server for it, so a plain scons run
     assert other.returncode == 0, other.stdout + other.stderr
     assert summary.parse(other.stdout) is not None
-    moved = build(checkout, "-C", str(checkout.root))  # an option that moves the project: never sent
-    assert moved.returncode == 0, moved.stdout + moved.stderr
+    for through in (build, lambda co, *extra: native_build(co, server, *extra)):
+        moved = through(checkout, "-C", str(checkout.root))  # an option that moves the project: the server answers
+        assert moved.returncode == 0, moved.stdout + moved.stderr  # "fallback", and scons runs in the client
+        assert summary.parse(moved.stdout) is not None
     assert len(server.answers()) == answered
 
 

@@ -80,3 +80,10 @@ def test_changes_name_the_watched_paths_they_may_concern() -> None:
     assert Changes({"/p/inc/lock"}, listings={"/p/inc"}).affected(sorted([*watched, "/p/inc"])) == ["/p/inc"]
     assert Changes(overflow=True).affected(watched) == watched
     assert Changes(lost={"/p"}).affected(watched) == watched  # a watch lost: everything is suspect
+
+
+def test_options_that_move_the_project_are_told_apart_from_their_look_alikes() -> None:
+    for moving in (["-C", "dir"], ["--directory=dir"], ["-f", "x"], ["--file=x"], ["-u"], ["--interactive"]):
+        assert protocol.moves_project(["-Q", *moving, "SRC=x"]), moving
+    for staying in (["-Q", "-j2", "SRC=x"], ["FILE=-C"], ["--directoryx"], ["compile", "FILE=a.c"]):
+        assert not protocol.moves_project(staying), staying
