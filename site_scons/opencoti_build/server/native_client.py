@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from opencoti_build import files
 from opencoti_build.incremental import tempfiles
 
 SOURCE = Path(__file__).with_name("client.c")
@@ -46,7 +47,7 @@ def install(server_dir: Path, python: str = sys.executable) -> tuple[Path | None
         if made.returncode != 0:
             first = (made.stderr.strip().splitlines() or [f"status {made.returncode}"])[0]
             return None, f"{compiler} could not compile {SOURCE.name}: {first}"
-        output = hashlib.sha256(Path(scratch, NAME).read_bytes()).hexdigest()
+        output = files.sha256(Path(scratch, NAME))
         os.replace(os.path.join(scratch, NAME), client)
     fd, tmp = tempfiles.create(stamp)
     try:
@@ -62,6 +63,6 @@ def _stamped(client: Path, stamp: Path) -> str | None:
     """The inputs digest the stamp records, when the client is still the file it was compiled to."""
     try:
         inputs, output = stamp.read_text().split()
-        return inputs if hashlib.sha256(client.read_bytes()).hexdigest() == output else None
+        return inputs if files.sha256(client) == output else None
     except (OSError, ValueError):
         return None
