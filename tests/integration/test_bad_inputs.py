@@ -117,6 +117,9 @@ TABLE: list[tuple[str, tuple[str, ...], str]] = [
      "its TMPDIR under BUILD_DIR); choose a BUILD_DIR path without spaces"),
     ("build-dir-is-the-checkout", ("BUILD_DIR=.",),
      "BUILD_DIR=. is the checkout's root; name a directory of its own (the default is build)"),
+    ("build-dir-renamed-twice", ("BUILD_DIR=build/o",),
+     "BUILD_DIR=build/o: inside the checkout under the name its files are given in debug info, gcc would rename some "
+     "of them twice (opencoti_build.cosmo.prefix_maps); choose another path"),
     ("compiledb-empty", ("compiledb", "COMPILEDB="),  # a plain build with COMPILEDB= empty writes no database
      "`scons compiledb` with COMPILEDB= empty (which turns the database off); name the file, or leave COMPILEDB "
      "out for its default (compile_commands.json)"),

@@ -93,3 +93,26 @@ def test_compile_maps_are_signed_plain_and_run_as_the_launcher_wants(tmp_path: P
                                           "-Xcompiler=-ffile-prefix-map=/srv/t=src", "-c"]
     assert words["NVCOM run True"] == ["nvcc", "-Xcompiler=-Xpreprocessor,-ffile-prefix-map=/w/co=.",
                                        "-Xcompiler=-Xpreprocessor,-ffile-prefix-map=/srv/t=src", "-c"]
+
+
+def test_a_short_relative_build_dir_gives_the_bytes_of_one_elsewhere_with_real_gcc(tmp_path: Path) -> None:
+    """BUILD_DIR=b: gcc compares prefixes as strings and maps a header's directory twice, so a bare ``b=build``
+    named the generated source's directory ``builduild/o/gen`` (the random-layouts soak test found it)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    objects = []
+    for checkout, build_dir in ((tmp_path / "co", "b"), (tmp_path / "other" / "co", str(tmp_path / "out"))):
+        checkout.mkdir(parents=True)
+        gen = checkout / build_dir / "o" / "gen"
+        gen.mkdir(parents=True)
+        (gen / "g.h").write_text("static inline int twice(int x) { return 2 * x; }\n")
+        (gen / "build-info.c").write_text('#include "g.h"\nconst char *where = __FILE__;\nint f(int x) { return twice(x); }\n')
+        obj = gen / "build-info.c.o"
+        named = (lambda path: os.path.relpath(path, checkout)) if build_dir == "b" else str  # as SCons names them
+        argv = ["gcc", "-g", "-O0", *prefix_maps(str(checkout), str(tmp_path / "src"), build_dir),
+                "-c", "-o", named(obj), named(gen / "build-info.c")]
+        subprocess.run(argv, cwd=checkout, check=True)
+        data = obj.read_bytes()
+        assert b"build/o/gen" in data and b"builduild" not in data
+        objects.append(data)
+    assert objects[0] == objects[1]

@@ -16,6 +16,7 @@ from opencoti_build import project
 from opencoti_build.artifacts import provenance
 from opencoti_build.cache import launchers, remote_cache
 from opencoti_build.config import upstream_pin
+from opencoti_build.cosmo import prefix_maps
 from opencoti_build.errors import UserError, os_error_line
 from opencoti_build.formats import zipappend
 from opencoti_build.gpu.toolchains import cuda
@@ -330,7 +331,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
 
     Relative paths are from ``project``. Checked: the output directories (not empty, not a file or
     below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
-    SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), LLAMACPP (a llama.cpp checkout of a known
+    SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), SRC, BUILD_DIR and LLAMACPP not where
+    gcc's debug info would rename their files twice (prefix_maps.renamed_twice), LLAMACPP (a llama.cpp checkout of a known
     ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL), and for
     the ``install`` target PREFIX and DESTDIR (:func:`install_bin`); SIGNING_KEY (a key that signs).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
@@ -375,6 +377,10 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
         raise _empty("SRC")
     if _resolved(src, project).is_file():
         raise UserError(f"SRC={src} is a file; point SRC= at a llamafile-0.10 tree (a directory)")
+    twice = prefix_maps.renamed_twice(str(project), src, str(env["BUILD_DIR"]), str(env["LLAMACPP"]) or None)
+    if twice is not None:
+        raise UserError(f"{twice}: inside the checkout under the name its files are given in debug info, gcc would "
+                        "rename some of them twice (opencoti_build.cosmo.prefix_maps); choose another path")
     series = str(env["PATCH_SERIES"])
     if not series.strip():
         raise _empty("PATCH_SERIES")

@@ -10,6 +10,11 @@ every compile and link gets ``-ffile-prefix-map=OLD=NEW`` for:
 - ``LLAMACPP`` (native lane) -> ``src/llama.cpp``: where ``SRC``'s own llama.cpp would be;
 - ``BUILD_DIR`` -> ``build``: generated sources and headers (the default BUILD_DIR is ``./build``).
 
+gcc compares prefixes as strings, and names a header's directory by mapping the mapped name once more.
+So only the checkout is mapped bare (it is the compile directory itself); ``SRC``, ``LLAMACPP`` and
+``BUILD_DIR`` are mapped as directories, ``OLD/=NEW/``: a bare ``BUILD_DIR=b`` would also rename
+``backends/...`` and ``build-info.cpp``, and rename ``build/o/gen`` (already mapped) to ``builduild/o/gen``.
+
 The maps are given general to specific (an OLD after every OLD that is a prefix of it, else in the
 order above, whatever the paths' lengths, so checkouts at other paths get the same flags and share cache
 entries): gcc applies the *last* matching option (clang the longest OLD), so a tree nested in another (the default ``SRC``, ``vendors/sources/llamafile``, inside the
@@ -48,10 +53,11 @@ def path_maps(project: str, src: str | None, build_dir: str | None,
         rel = os.path.relpath(given, project)
         if rel != "." and not rel.startswith(".."):
             olds.append(rel)  # SCons names a file inside the checkout relative to it
+        tail = "" if new == PROJECT_NAME else "/"  # a tree's files, never a name that merely starts like it
         for old in olds:
-            if "=" not in old and old != "/" and old != new:
-                chosen.pop(old, None)
-                chosen[old] = (new, role)
+            if "=" not in old and old != "/" and old + tail != new + tail:
+                chosen.pop(old + tail, None)
+                chosen[old + tail] = (new + tail, role)
 
     def nesting(item: tuple[str, tuple[str, int]]) -> tuple[int, int]:
         # Each map after every map whose OLD is a prefix of its OLD (gcc: the last match wins); otherwise
@@ -65,6 +71,32 @@ def path_maps(project: str, src: str | None, build_dir: str | None,
         if remap(old, kept) != new:  # else a shorter map already names it so (LLAMACPP = $SRC/llama.cpp)
             kept.append((old, new))
     return kept
+
+
+# What BUILD_DIR holds before a build has written it: the outputs' root (o/: objects, generated sources).
+BUILD_DIR_OUTPUTS = "o"
+
+
+def renamed_twice(project: str, src: str | None, build_dir: str | None, llamacpp: str | None = None) -> str | None:
+    """The ``VAR=value`` of a tree the debug info would name wrongly, else None.
+
+    gcc names a header's directory by mapping the mapped name again. A tree inside the checkout at a mapped
+    name plus more (``BUILD_DIR=build/o``: its ``o/gen`` maps to ``build/o/gen``, and again to ``build/gen``)
+    is renamed twice when the tree mapped to that name holds an entry called like the next part of the path.
+    """
+    project = os.path.normpath(os.path.abspath(project))
+    trees = {SRC_NAME: src, LLAMACPP_NAME: llamacpp or (src and os.path.join(src, "llama.cpp")), BUILD_NAME: build_dir}
+    for var, path in (("SRC", src), ("LLAMACPP", llamacpp), ("BUILD_DIR", build_dir)):
+        if not path:
+            continue
+        rel = os.path.relpath(os.path.normpath(os.path.join(project, path)), project)
+        for name, tree in trees.items():
+            if not tree or not rel.startswith(name + "/"):
+                continue
+            first = rel[len(name) + 1:].split("/")[0]
+            if os.path.lexists(os.path.join(project, tree, first)) or (name == BUILD_NAME and first == BUILD_DIR_OUTPUTS):
+                return f"{var}={path}"
+    return None
 
 
 # sccache before 0.19 keys a compile on its options as written, so an OLD path among them keeps checkouts at
