@@ -31,11 +31,15 @@ class Server:
         lock = protocol.server_file(self.root, self.variables, ".lock")
         return int(lock.read_text().strip())
 
-    def answers(self) -> list[str]:
-        """How each request was answered, in order (the log's build lines)."""
+    def build_lines(self) -> list[str]:
+        """The log's line for each request, in order: what was asked, how it was answered, the status."""
         lines = self.log.read_text().splitlines() if self.log.exists() else []
-        return [build_server.NULL_ANSWER if build_server.NULL_ANSWER in line else build_server.FORKED_RUN
-                for line in lines if " build " in line]
+        return [line for line in lines if " build " in line]
+
+    def answers(self) -> list[str]:
+        """How each request was answered, in order: from the record, by the reader, or by a forked run."""
+        return [next((how for how in (build_server.NULL_ANSWER, build_server.READ_AHEAD) if f": {how}, " in line),
+                     build_server.FORKED_RUN) for line in self.build_lines()]
 
     def stop(self) -> None:
         """``stop``, then SIGKILL by PID if it is still there: a test never leaves a server behind."""

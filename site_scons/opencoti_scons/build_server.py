@@ -30,6 +30,7 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,11 @@ import opencoti_scons
 from opencoti_build.incremental import build_lock, null_build
 from opencoti_build.server import native_client, protocol
 from opencoti_build.server.watcher import Changes, Watcher
-from opencoti_scons import engine
+from opencoti_scons import engine, reader
 
 NULL_ANSWER = "answered from the record"  # the server's log says how each request was answered
 FORKED_RUN = "ran"
+READ_AHEAD = "ran in the reader"
 
 
 class Restart(Exception):
@@ -87,6 +89,22 @@ def code_files() -> set[str]:
     return files
 
 
+@dataclass
+class _Reader:
+    """A run forked to read the graph ahead of the next request with these settings (opencoti_scons/reader.py)."""
+
+    pid: int
+    pidfd: int
+    channel: socket.socket
+    request: tuple[list[str], str, dict[str, str]]  # the command line, directory and environment it reads for
+    ready: bool = False
+
+    @property
+    def settings(self) -> tuple[list[str], str, dict[str, str]]:
+        argv, cwd, env = self.request
+        return Server._settings(argv, cwd, env)
+
+
 class Server:
     def __init__(self, project: Path, variable_args: Sequence[str], listener: socket.socket, lock_fd: int,
                  idle_timeout: float) -> None:
@@ -107,11 +125,18 @@ class Server:
         self.record: null_build.Record | None = None
         self.watched: list[str] = []  # the record's paths and present files, sorted (Changes.affected)
         self.unwatched = False  # a recorded path's directory could not be watched: every null request checks all
+        self.reader: _Reader | None = None
         self._load_record()
 
     # the loop
 
     def serve(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self._drop_reader()  # a restart, a stop: no run of the old server's is left waiting
+
+    def _loop(self) -> None:
         deadline = time.monotonic() + self.idle_timeout
         while True:
             left = deadline - time.monotonic()
@@ -136,6 +161,8 @@ class Server:
             raise Restart  # the code changed, or may have: no request may run it
         if null_build.record_file(str(self.build_dir)) in changes.paths or changes.everything:
             self._load_record()  # another run wrote it, or watches were lost: watch again, then check everything
+        if self.reader is not None and self.reader.ready and (changes.everything or self._ran_elsewhere(changes)):
+            self._read_ahead(*self.reader.request, again=True)  # it would decline: read again, while nothing waits
 
     def _handle(self, conn: socket.socket) -> None:
         try:
@@ -163,6 +190,7 @@ class Server:
                           f"{time.monotonic() - started:.3f} s", file=sys.stderr, flush=True)
                     if how != NULL_ANSWER:
                         self._after_run()
+                    self._read_ahead(message["argv"], message["cwd"], message["env"])
         except Restart:
             try:
                 protocol.send(conn, {"retry": True})
@@ -193,9 +221,16 @@ class Server:
         """(the exit status, how it was answered: NULL_ANSWER or FORKED_RUN)."""
         start = time.time()
         argv, cwd, env = message["argv"], message["cwd"], message["env"]
+        self._await_reader()  # it holds BUILD_DIR's lock while it reads
         if self._null_answer(argv, cwd, env, fds, start):
             return 0, NULL_ANSWER
-        return self._forked_run(argv, cwd, env, fds, conn, start), FORKED_RUN
+        declined = ""
+        if self.reader is not None and self.reader.ready and self.reader.settings == self._settings(argv, cwd, env):
+            status, declined = self._reader_run(env, fds, conn, start)
+            if status is not None:
+                return status, READ_AHEAD
+        self._drop_reader()
+        return self._forked_run(argv, cwd, env, fds, conn, start), FORKED_RUN + declined
 
     def _null_answer(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], start: float) -> bool:
         """Print the fast path's output when the record holds: only changed paths are stat'ed again."""
@@ -224,7 +259,11 @@ class Server:
         pid = os.fork()
         if pid == 0:
             self._child(argv, cwd, env, fds, start)
-        pidfd = os.pidfd_open(pid)
+        return self._supervise(pid, os.pidfd_open(pid), conn)
+
+    def _supervise(self, pid: int, pidfd: int, conn: socket.socket) -> int:
+        """Wait for the run ``pid`` to end, passing on the client's signals (a client that goes away: SIGINT);
+        its exit status."""
         try:
             watching: list[Any] = [pidfd, conn]
             while True:
@@ -249,39 +288,115 @@ class Server:
 
     def _child(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], start: float) -> None:
         """The forked run: become a ``scons`` process for this request, then exit (never returns)."""
-        code = 2
-        try:
-            os.setpgid(0, 0)
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        def become() -> None:
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
-            for fd in {*fds, self.listener.fileno(), self.watcher.fileno(), self.lock_fd}:
-                if fd > 2:
-                    os.close(fd)
-            os.chdir(cwd)
-            os.environ.clear()
-            os.environ.update(env)
-            _reopen_std_streams()
-            sys.argv = ["scons", *argv]
+            self._enter_run(argv, cwd, env, keep=())
+            reader.reopen_std_streams()
             engine.restart_clock(start)
-            try:
-                SCons.Script.Main.main()
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-                if not isinstance(exc.code, int | None):
-                    print(exc.code, file=sys.stderr)
-            atexit._run_exitfuncs()
-        except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the server
-            traceback.print_exc()
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(code)
+        _run_scons(become)
+
+    def _reader_child(self, argv: list[str], cwd: str, env: dict[str, str], channel: socket.socket) -> None:
+        """A reader: a run for these settings that waits for its request once it has read the graph (never returns)."""
+        def become() -> None:
+            self._enter_run(argv, cwd, env, keep=(channel.fileno(),))
+            reader.start(channel)
+        _run_scons(become)
+
+    def _enter_run(self, argv: list[str], cwd: str, env: dict[str, str], keep: Sequence[int]) -> None:
+        """In a forked child: its own process group, a scons process's signals, none of the server's descriptors,
+        the request's directory, environment and command line."""
+        os.setpgid(0, 0)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        # every descriptor of the server's (its socket, watcher and lock, a client's connection and streams, a
+        # reader's channel) closed: a client's pipe left open in a run would never see its end
+        low = 3
+        for fd in sorted(keep):
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = ["scons", *argv]
+
+    # the reader
+
+    @staticmethod
+    def _settings(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[list[str], str, dict[str, str]]:
+        return list(argv), cwd, null_build.environment(env)
+
+    def _ran_elsewhere(self, changes: Changes) -> bool:
+        """Whether another build wrote SCons's sconsign or the null build's record (a reader's reading no longer
+        holds then: opencoti_scons/reader.py)."""
+        return bool(changes.paths & {null_build.record_file(str(self.build_dir)),
+                                     str(self.build_dir / engine.SCONSIGN_DB)})
+
+    def _read_ahead(self, argv: list[str], cwd: str, env: dict[str, str], again: bool = False) -> None:
+        """Fork a reader for these settings, unless one reads for them already (``again``: a new one anyway) or
+        their runs are never recorded."""
+        if not again and self.reader is not None and self.reader.settings == self._settings(argv, cwd, env):
+            return
+        self._drop_reader()
+        if not null_build.eligible(argv):
+            return  # no recorder would watch its reading, so it could not vouch for it
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            parent.close()
+            self._reader_child(argv, cwd, env, child)
+        child.close()
+        self.reader = _Reader(pid, os.pidfd_open(pid), parent, (list(argv), cwd, dict(env)))
+
+    def _await_reader(self) -> None:
+        """Wait until the reader has read the graph and let go of BUILD_DIR's lock (or is gone)."""
+        if self.reader is None or self.reader.ready:
+            return
+        try:
+            got = protocol.receive(self.reader.channel)
+        except (OSError, protocol.ProtocolError):
+            got = None
+        if got is None or not got[0].get("ready"):
+            print(f"{time.strftime('%H:%M:%S')} the reader ended before it had read the graph: a forked run reads "
+                  "it instead", file=sys.stderr, flush=True)
+            self._drop_reader()  # its reading failed or stopped short (a forked run says why)
+        else:
+            self.reader.ready = True
+
+    def _reader_run(self, env: dict[str, str], fds: Sequence[int], conn: socket.socket,
+                    start: float) -> tuple[int | None, str]:
+        """The request handed to the reader: (its exit status, "") once it goes on as the request's run, or (None,
+        why it declined) when its reading no longer holds."""
+        ahead, self.reader = self.reader, None
+        assert ahead is not None
+        try:
+            protocol.send(ahead.channel, {"env": env, "start": start}, fds)
+            got = protocol.receive(ahead.channel)
+        except (OSError, protocol.ProtocolError):
+            got = None
+        if got is None or not got[0].get("resumed"):
+            self._end_reader(ahead)
+            return None, f" (the reader declined: {got[0].get('stale') if got else 'it went away'})"
+        ahead.channel.close()
+        return self._supervise(ahead.pid, ahead.pidfd, conn), ""
+
+    def _drop_reader(self) -> None:
+        if self.reader is not None:
+            self._end_reader(self.reader)
+            self.reader = None
+
+    @staticmethod
+    def _end_reader(ahead: _Reader) -> None:
+        _signal_group(ahead.pid, signal.SIGKILL)  # gone already when it declined; else never to be asked
+        ahead.channel.close()
+        os.close(ahead.pidfd)
+        try:
+            os.waitpid(ahead.pid, 0)
+        except ChildProcessError:
+            pass
 
     def _after_run(self) -> None:
         """A run ended (its client has its status): what it changed is the record's now; watch it again and check
@@ -312,18 +427,6 @@ def _signal_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
         except OSError:
             pass
-
-
-def _reopen_std_streams() -> None:
-    """Python's own standard streams, on the descriptors the client passed (a terminal is line-buffered)."""
-    encoding = os.environ.get("PYTHONIOENCODING") or sys.stdout.encoding
-    sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
-    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # the request's: as a scons process would honour it
-    sys.stdout = io.TextIOWrapper(open(1, "wb", buffering=0 if unbuffered else -1, closefd=False),  # noqa: SIM115
-                                  encoding=encoding, line_buffering=os.isatty(1), write_through=unbuffered)
-    sys.stderr = open(2, "w", buffering=1, encoding=encoding, errors="backslashreplace", closefd=False)  # noqa: SIM115
-    for name in ("stdin", "stdout", "stderr"):  # SCons's revert_io restores these
-        setattr(sys, f"__{name}__", getattr(sys, name))
 
 
 class _client_streams:  # noqa: N801 - used as a context manager, like open()
@@ -513,3 +616,28 @@ def _ready() -> None:
         os.write(_ready_fd, b"1")
         os.close(_ready_fd)
         _ready_fd = _log_fd = -1
+
+
+def _run_scons(become) -> None:
+    """In a forked child: ``become()`` the run, run SCons's ``main`` as the ``scons`` command does, exit with its
+    status (never returns into the server)."""
+    code = 2
+    try:
+        become()
+        try:
+            SCons.Script.Main.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            if not isinstance(exc.code, int | None):
+                print(exc.code, file=sys.stderr)
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the server
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)

@@ -33,6 +33,8 @@ from opencoti_build.errors import UserError, fail, interrupted
 SUPPORTED = ((4, 11), (4, 12))
 REQUIREMENT = f"scons>={SUPPORTED[0][0]}.{SUPPORTED[0][1]},<{SUPPORTED[1][0]}.{SUPPORTED[1][1]}"
 MARK = "opencoti_patch"  # the attribute a replacement carries: its PATCHES name
+SCONSIGN = ".sconsign"  # BUILD_DIR/.sconsign: SConstruct's SConsignFile, ...
+SCONSIGN_DB = SCONSIGN + ".dblite"  # ... and the file SCons's dblite writes for it
 
 
 @dataclass(frozen=True)
@@ -212,3 +214,57 @@ def set_exit_status(status: int) -> None:
 def exit_status() -> int:
     """The exit status SCons has decided on so far (non-zero after a failed build phase)."""
     return int(getattr(SCons.Script.Main, "exit_status", 0) or 0)
+
+
+# --- a build server's reader (opencoti_scons/reader.py): a graph read ahead of its request ------------------
+
+def graph_nodes() -> list[Any]:
+    """Every file-system node the reading made: SCons keeps them in its FS's directory tree (its ``entries``)."""
+    fs = SCons.Node.FS.get_default_fs()
+    found: list[Any] = []
+    stack = list(fs.Root.values())
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        for name, child in getattr(node, "entries", {}).items():
+            if name not in (".", ".."):
+                stack.append(child)
+    return found
+
+
+def warm_action_signatures(nodes: list[Any]) -> None:
+    """Each step's action signature (its command as signed: names and flags, no file's content), memoised on its
+    executor as SCons's decider would compute it; a step whose signature cannot be had yet is left to the build."""
+    for node in nodes:
+        if node.has_builder():
+            try:
+                node.get_executor().get_contents()
+            except Exception:  # noqa: BLE001 - SCons computes it again when the build asks, and reports it then
+                pass
+
+
+def load_signatures(nodes: list[Any]) -> None:
+    """Open SCons's sconsign and read the entries of every directory a step writes into (the database is one
+    file: the reader checks it is unchanged before it builds)."""
+    for directory in {node.dir for node in nodes if node.has_builder()}:
+        directory.sconsign()
+
+
+def forget_file_state(nodes: list[Any]) -> None:
+    """What the nodes learned from the disk while the graph was read (stats, listings, found headers, scans,
+    signatures) forgotten: what SCons's ``--interactive`` clears between builds (``Node.clear``), less the
+    executors' memos (the action signatures, which no file's state enters)."""
+    for node in nodes:
+        node.del_binfo()
+        node.clear_memoized_values()
+        node.ninfo = node.new_ninfo()
+        for attr in ("cachedir_csig", "cachesig", "contentsig", "on_disk_entries"):
+            try:
+                delattr(node, attr)
+            except AttributeError:
+                pass
+        node.cached = False
+        node.includes = None
+        forget_scan(node)
+        node.set_state(SCons.Node.no_state)
+    SCons.Node.FS.find_file.__self__._memo.clear()  # the header searches' memo (FileFinder)

@@ -63,7 +63,7 @@ def test_a_null_request_is_answered_from_the_record_as_a_scons_run_would_answer(
 
 def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checkout: Checkout,
                                                                           server: Server) -> None:
-    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n/* edited through the server */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* edited through the server */\n")
     would = checkout.run("-n")  # a one-shot dry run: what a scons run would compile now
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
@@ -73,6 +73,86 @@ def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checko
     again = build(checkout)
     assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == build_server.NULL_ANSWER
     assert_equals_clean_build(checkout, "after a header edit through the server")
+
+
+GGML_H = ("llama.cpp", "ggml", "include", "ggml.h")
+
+
+def _planned(output: str) -> set[str]:
+    """The N of the ``[n/N]`` step lines."""
+    return {line.split("]")[0].split("/")[1] for line in output.splitlines() if line.startswith("[")}
+
+
+def _declined(server: Server) -> str:
+    """Why the reader declined the last request ("" when it did not)."""
+    line = server.build_lines()[-1]
+    return line.split("(the reader declined: ", 1)[1].split(")", 1)[0] if "(the reader declined: " in line else ""
+
+
+def test_an_edit_after_a_run_is_built_by_the_reader_that_read_the_graph_ahead(checkout: Checkout,
+                                                                             server: Server) -> None:
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run: the server forks a reader after it */\n")
+    assert build(checkout).returncode == 0
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* built by the reader */\n")
+    would = checkout.run("-n")  # a one-shot dry run writes nothing: the reader's reading still holds
+    edited = build(checkout)
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    assert server.answers()[-1] == build_server.READ_AHEAD, server.build_lines()[-1]
+    assert compiled(edited) == compiled(would) != []
+    assert _planned(edited.stdout) == _planned(would.stdout)  # the [n/N] plan's N, as a one-shot run counts it
+    assert edited.stderr == ""
+    assert checkout.run("-q").returncode == 0  # a full evaluation finds it current
+    again = build(checkout)
+    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == build_server.NULL_ANSWER
+    assert_equals_clean_build(checkout, "after an edit built by the reader")
+
+
+def test_a_source_the_reading_looked_at_then_edited_is_rebuilt_by_the_reader(checkout: Checkout,
+                                                                               server: Server) -> None:
+    """The SConscripts stat the sources they list (the reader's nodes knew their old stat): forgotten, so the
+    edit is seen."""
+    source = checkout.tree / "llamafile" / "main.cpp"
+    append_text(source, "\n/* a run: the server forks a reader after it */\n")
+    assert build(checkout).returncode == 0
+    assert build(checkout).returncode == 0  # a null request: answered once the reader has read
+    append_text(source, "\nint opencoti_reader_probe = 1;\n")
+    would = checkout.run("-n")
+    edited = build(checkout)
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    assert server.answers()[-1] == build_server.READ_AHEAD, server.build_lines()[-1]
+    assert compiled(edited) == compiled(would) == ["out/o/llamafile/main.cpp.o"]
+    assert_equals_clean_build(checkout, "after a source edit built by the reader")
+
+
+def test_a_reader_whose_reading_changed_declines_and_a_forked_run_builds(checkout: Checkout, server: Server) -> None:
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run before the version header changes */\n")
+    assert build(checkout).returncode == 0
+    assert build(checkout).returncode == 0  # a null request: answered once the reader has read (before the change)
+    version = checkout.tree / "llamafile" / "version.h"  # the SConscripts read it (the artifacts' version)
+    append_text(version, "\n/* read by the SConscripts */\n")
+    would = checkout.run("-n")
+    rebuilt = build(checkout)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert server.answers()[-1] == build_server.FORKED_RUN and _declined(server) == f"{version} changed"
+    assert compiled(rebuilt) == compiled(would) != []
+    assert_equals_clean_build(checkout, "after the reader declined a changed reading")
+
+
+def test_a_build_by_another_run_makes_the_server_read_ahead_again(checkout: Checkout, server: Server) -> None:
+    """A one-shot scons run rewrites the sconsign the reader loaded: the watcher sees it, the server forks a new
+    reader (the old one would decline), and the next edit is built by it."""
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run: a reader reads after it */\n")
+    assert build(checkout).returncode == 0
+    assert build(checkout).returncode == 0  # a null request: answered once the reader has read
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* built by a one-shot scons run */\n")
+    assert checkout.run().returncode == 0  # writes the sconsign and the record the reader loaded
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* then through the server */\n")
+    would = checkout.run("-n")
+    rebuilt = build(checkout)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert server.answers()[-1] == build_server.READ_AHEAD, server.build_lines()[-1]
+    assert compiled(rebuilt) == compiled(would) != []
+    assert_equals_clean_build(checkout, "after another run, an edit built by a new reader")
 
 
 def test_the_c_client_builds_and_answers_as_the_python_client_does(checkout: Checkout, server: Server) -> None:

@@ -244,3 +244,41 @@ def test_start_observes_stats_and_output_from_then_on(tmp_path: Path, monkeypatc
 
 def test_the_record_lives_in_the_build_directory() -> None:
     assert null_build.record_file("/co/build") == "/co/build/.null-build"
+
+
+def test_a_reading_read_ahead_is_vouched_for_only_while_what_it_used_holds(tmp_path: Path) -> None:
+    """A build server's reader (opencoti_scons/reader.py) asks, when its request comes: what the reading read or
+    listed must be unchanged; what it only stat'ed must still be there as the same kind of thing."""
+    opened, stated, listed = write(tmp_path / "SConscript"), write(tmp_path / "a.c"), tmp_path / "inc"
+    write(listed / "x.h")
+    rec = recorder(tmp_path)
+    rec.audit("open", (str(opened), "r", 0))
+    rec.observe(str(stated))
+    rec.audit("os.listdir", (str(listed),))
+    null_build.reading_done(rec)
+    assert rec.reading_changed() is None
+    write(stated, "edited")  # a source the SConscripts only looked for: the build reads it afresh
+    assert rec.reading_changed() is None
+    write(listed / "y.h")
+    assert rec.reading_changed() == f"{listed} changed"
+    (listed / "y.h").unlink()
+    assert rec.reading_changed() is None
+    stated.unlink()
+    stated.mkdir()
+    assert rec.reading_changed() == f"{stated} appeared, vanished or changed kind"
+    stated.rmdir()
+    write(stated, "back")
+    write(opened, "edited SConscript")
+    assert rec.reading_changed() == f"{opened} changed"
+
+
+def test_retaken_paths_count_as_first_seen_now(tmp_path: Path) -> None:
+    source = write(tmp_path / "a.c")
+    rec = recorder(tmp_path)
+    rec.observe(str(source))
+    null_build.reading_done(rec)
+    write(source, "edited after the reading")
+    rec.retake([str(source)], {})
+    assert rec.first[str(source)] == null_build.signature(str(source), False)
+    rec.retake([str(source)], {str(source): None})  # a signature just taken (a carry-over's) is used as it is
+    assert rec.first[str(source)] is None

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -267,19 +268,33 @@ static int send_all(int sock, const char *data, size_t n, int with_fds) {
     return 1;
 }
 
-/* Reads exactly n bytes; a Ctrl-C meanwhile goes to the run's process group as {"signal": 2}.
+/* Waits until sock is readable; a Ctrl-C meanwhile goes to the run's process group as {"signal": 2}. SIGINT is
+ * blocked while the client talks to the server (main) and let through only inside ppoll, atomically: a Ctrl-C
+ * that comes at any other moment stays pending until then, so it always ends the wait (a flag tested before a
+ * blocking recv could be set just after the test, and the recv would wait for the whole build).
+ * 1: readable; 0: the server could not be told of the Ctrl-C. */
+static int wait_readable(int sock) {
+    sigset_t open_mask;
+    sigemptyset(&open_mask);
+    struct pollfd readable = {.fd = sock, .events = POLLIN};
+    for (;;) {
+        if (ppoll(&readable, 1, NULL, &open_mask) > 0) return 1;
+        if (errno != EINTR) return 0;
+        if (interrupted) {
+            interrupted = 0;
+            static const char message[] = "\0\0\0\015{\"signal\": 2}";
+            if (!send_all(sock, message, sizeof message - 1, 0)) return 0;
+        }
+    }
+}
+
+/* Reads exactly n bytes, passing a Ctrl-C on meanwhile (wait_readable).
  * 1: read; 0: the server closed the connection or could not be told of the Ctrl-C. */
 static int receive_exactly(int sock, char *p, size_t n) {
     while (n) {
+        if (!wait_readable(sock)) return 0;
         ssize_t got = recv(sock, p, n, 0);
-        if (got < 0 && errno == EINTR) {
-            if (interrupted) {
-                interrupted = 0;
-                static const char message[] = "\0\0\0\015{\"signal\": 2}";
-                if (!send_all(sock, message, sizeof message - 1, 0)) return 0;
-            }
-            continue;
-        }
+        if (got < 0 && errno == EINTR) continue;
         if (got <= 0) return 0;
         p += got;
         n -= (size_t)got;
@@ -316,14 +331,20 @@ int main(int argc, char **argv) {
     if (!build_request(&request)) plain_scons();
     struct sigaction action = {.sa_handler = on_sigint}; /* no SA_RESTART: a Ctrl-C interrupts the wait */
     sigemptyset(&action.sa_mask);
+    sigset_t sigint, unblocked;
+    sigemptyset(&sigint);
+    sigaddset(&sigint, SIGINT);
     for (int attempt = 0; attempt < RETRIES; attempt++) {
         int sock = connect_server();
         if (sock < 0) plain_scons();
         char key[16];
         long status = 0;
         sigaction(SIGINT, &action, NULL);
+        sigprocmask(SIG_BLOCK, &sigint, &unblocked); /* let through in wait_readable only */
         int answered = send_all(sock, request.p, request.n, 1) && answer(sock, key, sizeof key, &status);
+        sigprocmask(SIG_SETMASK, &unblocked, NULL); /* a Ctrl-C still pending reaches on_sigint, not the default */
         signal(SIGINT, SIG_DFL);
+        interrupted = 0;
         close(sock);
         if (!answered) {
             fputs("opencoti-build: the build server went away during the build; run the build again\n", stderr);

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -156,6 +156,33 @@ class Recorder:
         if os.path.basename(program) == "git":
             for path in _git_files(argv, os.fsdecode(cwd) if cwd else os.getcwd()):
                 self.observe(path, used=True)
+
+    def reading_changed(self) -> str | None:
+        """After :func:`reading_done`: what the reading used that differs now, in words (None: nothing), as
+        :func:`~opencoti_build.incremental.null_build.check.carry_over` judges a record's reading: what it read,
+        listed or ran must be as it was, what it only stat'ed must still be there as the same kind of thing."""
+        self._busy.on = True
+        try:
+            for path in sorted(self.reading):
+                if signature(path, path in self.listed, self.hidden) != self.first[path]:
+                    return f"{path} changed"
+            for path in sorted(self.reading_found):
+                now, seen = signature(path, path in self.listed, self.hidden), self.first[path]
+                if (now is None) != (seen is None) or (now is not None and seen is not None and now[0] != seen[0]):
+                    return f"{path} appeared, vanished or changed kind"
+        finally:
+            self._busy.on = False
+        return None
+
+    def retake(self, paths: Iterable[str], known: Mapping[str, Signature]) -> None:
+        """Count ``paths`` as first seen now: the build forgot what it knew of them (a graph read ahead of its
+        build), so the build phase reads them afresh. ``known``: signatures just taken (a carry-over's)."""
+        self._busy.on = True
+        try:
+            for path in paths:
+                self.first[path] = known[path] if path in known else signature(path, path in self.listed, self.hidden)
+        finally:
+            self._busy.on = False
 
     def finish(self, failed: bool, steps: int) -> None:
         """Write the record, or remove a stale one, once the run is over (``steps``: the summary's count).
