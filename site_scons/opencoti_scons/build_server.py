@@ -48,6 +48,7 @@ from opencoti_scons import engine, reader
 NULL_ANSWER = "answered from the record"  # the server's log says how each request was answered
 FORKED_RUN = "ran"
 READ_AHEAD = "ran in the reader"
+READER_READY = "the reader has read the graph ahead of the next request"
 
 
 class Restart(Exception):
@@ -97,7 +98,8 @@ class _Reader:
     pidfd: int
     channel: socket.socket
     request: tuple[list[str], str, dict[str, str]]  # the command line, directory and environment it reads for
-    ready: bool = False
+    ready: bool = False  # it said so: it has read, and let go of BUILD_DIR's lock
+    stale: bool = False  # another build wrote the sconsign or the record it loads: it would decline
 
     @property
     def settings(self) -> tuple[list[str], str, dict[str, str]]:
@@ -142,9 +144,12 @@ class Server:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Stop
-            ready, _, _ = select.select([self.listener.fileno(), self.watcher.fileno()], [], [], left)
+            reading = [self.reader.channel.fileno()] if self.reader is not None and not self.reader.ready else []
+            ready, _, _ = select.select([self.listener.fileno(), self.watcher.fileno(), *reading], [], [], left)
             if self.watcher.fileno() in ready:
                 self._take_events()
+            if reading and reading[0] in ready:
+                self._reader_said()  # it has read (or ended): read again now if another build made it stale
             if self.listener.fileno() in ready:
                 try:
                     conn, _ = self.listener.accept()
@@ -161,8 +166,10 @@ class Server:
             raise Restart  # the code changed, or may have: no request may run it
         if null_build.record_file(str(self.build_dir)) in changes.paths or changes.everything:
             self._load_record()  # another run wrote it, or watches were lost: watch again, then check everything
-        if self.reader is not None and self.reader.ready and (changes.everything or self._ran_elsewhere(changes)):
-            self._read_ahead(*self.reader.request, again=True)  # it would decline: read again, while nothing waits
+        if self.reader is not None and (changes.everything or self._ran_elsewhere(changes)):
+            self.reader.stale = True  # read again as soon as it has read (not mid-reading: it may be applying patches)
+            if self.reader.ready:
+                self._read_ahead(*self.reader.request, again=True)
 
     def _handle(self, conn: socket.socket) -> None:
         try:
@@ -221,14 +228,15 @@ class Server:
         """(the exit status, how it was answered: NULL_ANSWER or FORKED_RUN)."""
         start = time.time()
         argv, cwd, env = message["argv"], message["cwd"], message["env"]
-        self._await_reader()  # it holds BUILD_DIR's lock while it reads
         if self._null_answer(argv, cwd, env, fds, start):
             return 0, NULL_ANSWER
+        self._await_reader()
         declined = ""
         if self.reader is not None and self.reader.ready and self.reader.settings == self._settings(argv, cwd, env):
-            status, declined = self._reader_run(env, fds, conn, start)
+            status, said = self._reader_run(env, fds, conn, start)
             if status is not None:
-                return status, READ_AHEAD
+                return status, READ_AHEAD + said
+            declined = said
         self._drop_reader()
         return self._forked_run(argv, cwd, env, fds, conn, start), FORKED_RUN + declined
 
@@ -240,7 +248,7 @@ class Server:
         if null_build.settings_difference(record, argv, cwd, env, self.running) is not None:
             return False
         with build_lock.briefly(self.build_dir) as held:
-            if not held:
+            if not held and not self._reader_reading():
                 return False  # a run holds BUILD_DIR: the forked run waits for it, as a scons run would
             only = None if self.pending.everything or self.unwatched else self.pending.affected(self.watched)
             if null_build.paths_difference(record, only) is not None:
@@ -327,6 +335,14 @@ class Server:
     def _settings(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[list[str], str, dict[str, str]]:
         return list(argv), cwd, null_build.environment(env)
 
+    def _reader_reading(self) -> bool:
+        """Whether the lock's holder is this server's reader, reading: it writes nothing a null answer checks but a
+        patch series it applies, which the check would see (the answer is then a run's, once it has read)."""
+        if self.reader is None or self.reader.ready or build_lock.holder(self.build_dir) != self.reader.pid:
+            return False
+        said, _, _ = select.select([self.reader.channel], [], [], 0)
+        return not said  # "ready" (or its end) waiting: it let go of the lock, which another run may hold now
+
     def _ran_elsewhere(self, changes: Changes) -> bool:
         """Whether another build wrote SCons's sconsign or the null build's record (a reader's reading no longer
         holds then: opencoti_scons/reader.py)."""
@@ -352,9 +368,13 @@ class Server:
         self.reader = _Reader(pid, os.pidfd_open(pid), parent, (list(argv), cwd, dict(env)))
 
     def _await_reader(self) -> None:
-        """Wait until the reader has read the graph and let go of BUILD_DIR's lock (or is gone)."""
-        if self.reader is None or self.reader.ready:
-            return
+        """Wait until a reader that is not stale has read the graph and let go of BUILD_DIR's lock (or none is left)."""
+        while self.reader is not None and not self.reader.ready:
+            self._reader_said()
+
+    def _reader_said(self) -> None:
+        """Take the reader's message (it has read) or its end; a stale one is replaced by a new reader."""
+        assert self.reader is not None
         try:
             got = protocol.receive(self.reader.channel)
         except (OSError, protocol.ProtocolError):
@@ -363,8 +383,11 @@ class Server:
             print(f"{time.strftime('%H:%M:%S')} the reader ended before it had read the graph: a forked run reads "
                   "it instead", file=sys.stderr, flush=True)
             self._drop_reader()  # its reading failed or stopped short (a forked run says why)
+        elif self.reader.stale:
+            self._read_ahead(*self.reader.request, again=True)
         else:
             self.reader.ready = True
+            print(f"{time.strftime('%H:%M:%S')} {READER_READY}", file=sys.stderr, flush=True)
 
     def _reader_run(self, env: dict[str, str], fds: Sequence[int], conn: socket.socket,
                     start: float) -> tuple[int | None, str]:
@@ -377,11 +400,11 @@ class Server:
             got = protocol.receive(ahead.channel)
         except (OSError, protocol.ProtocolError):
             got = None
-        if got is None or not got[0].get("resumed"):
+        if got is None or "resumed" not in got[0]:
             self._end_reader(ahead)
             return None, f" (the reader declined: {got[0].get('stale') if got else 'it went away'})"
         ahead.channel.close()
-        return self._supervise(ahead.pid, ahead.pidfd, conn), ""
+        return self._supervise(ahead.pid, ahead.pidfd, conn), f" (resumed in {got[0]['resumed']:.3f} s)"
 
     def _drop_reader(self) -> None:
         if self.reader is not None:

@@ -18,6 +18,7 @@ from typing import Any
 import SCons
 import SCons.CacheDir
 import SCons.Errors
+import SCons.Executor
 import SCons.Node
 import SCons.Node.FS
 import SCons.SConsign
@@ -65,6 +66,9 @@ PATCHES: dict[str, Patch] = {
                                 "says, has no option of its own to turn off (-s turns off the step lines too)"),
     "sconsign write": Patch(SCons.SConsign, "write",
                             "whether the build phase ended (SCons wrote its signatures) has no public hook"),
+    "executor cleanup": Patch(SCons.Executor.Executor, "cleanup",
+                              "a scan drops every memo of the step's executor, the action signature a build "
+                              "server's reader computed ahead too; no hook keeps one"),
 }
 
 
@@ -232,13 +236,31 @@ def graph_nodes() -> list[Any]:
     return found
 
 
-def warm_action_signatures(nodes: list[Any]) -> None:
+# id(executor) -> (the executor, its action signature): SCons's executors have __slots__, no room for one more
+WarmSignatures = dict[int, tuple[Any, bytes]]
+
+
+def _keeping_warm_signature(cleanup: Callable[[Any], None], warm: WarmSignatures) -> Callable[[Any], None]:
+    """Executor.cleanup that keeps an action signature computed ahead: it follows from the build environment and
+    the step's explicit targets and sources, which a scan (what makes SCons clean an executor up) does not change."""
+    def cleanup_keeping(executor: Any) -> None:
+        cleanup(executor)
+        kept = warm.get(id(executor))
+        if kept is not None and kept[0] is executor:
+            executor._memo["get_contents"] = kept[1]
+    return cleanup_keeping
+
+
+def warm_action_signatures(nodes: list[Any], warm: WarmSignatures) -> None:
     """Each step's action signature (its command as signed: names and flags, no file's content), memoised on its
-    executor as SCons's decider would compute it; a step whose signature cannot be had yet is left to the build."""
+    executor as SCons's decider would compute it, and kept in ``warm`` through the cleanups a scan makes (once per
+    process: a build server's reader); a step whose signature cannot be had yet is left to the build."""
+    install("executor cleanup", lambda cleanup: _keeping_warm_signature(cleanup, warm))
     for node in nodes:
         if node.has_builder():
+            executor = node.get_executor()
             try:
-                node.get_executor().get_contents()
+                warm[id(executor)] = (executor, executor.get_contents())
             except Exception:  # noqa: BLE001 - SCons computes it again when the build asks, and reports it then
                 pass
 
@@ -265,6 +287,7 @@ def forget_file_state(nodes: list[Any]) -> None:
                 pass
         node.cached = False
         node.includes = None
-        forget_scan(node)
+        node.implicit = None  # forget_scan's Node._children_reset would clean the executor up too
+        node.implicit_set = set()
         node.set_state(SCons.Node.no_state)
     SCons.Node.FS.find_file.__self__._memo.clear()  # the header searches' memo (FileFinder)

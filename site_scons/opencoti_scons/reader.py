@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -58,13 +59,14 @@ class Capture:
 class ReadAhead:
     channel: socket.socket
     captured: list[tuple[int, str]] = field(default_factory=list)
+    signatures: engine.WarmSignatures = field(default_factory=dict)  # the action signatures computed ahead
 
     def prepare(self) -> None:
         """What the build will ask first that no file's state enters: each step's action signature; and SCons's
         sconsign, loaded (checked unchanged before the build). Before the reading ends, so anything this opens
         counts as read."""
         nodes = engine.graph_nodes()
-        engine.warm_action_signatures(nodes)
+        engine.warm_action_signatures(nodes, self.signatures)
         engine.load_signatures(nodes)
 
     def wait(self, recorder: null_build.Recorder | None, record: null_build.Record | None,
@@ -110,7 +112,7 @@ class ReadAhead:
             stream.flush()
         engine.restart_clock(message["start"])
         run.started = message["start"]
-        protocol.send(self.channel, {"resumed": True})
+        protocol.send(self.channel, {"resumed": time.time() - message["start"]})  # seconds: the server logs them
         self.channel.close()
 
     def _decline(self, reason: str, fds: Sequence[int] = (), build_dir: str | None = None) -> NoReturn:

@@ -113,8 +113,9 @@ def test_a_source_the_reading_looked_at_then_edited_is_rebuilt_by_the_reader(che
     edit is seen."""
     source = checkout.tree / "llamafile" / "main.cpp"
     append_text(source, "\n/* a run: the server forks a reader after it */\n")
+    readers = server.readers_ready()
     assert build(checkout).returncode == 0
-    assert build(checkout).returncode == 0  # a null request: answered once the reader has read
+    server.reader_ready(after=readers)
     append_text(source, "\nint opencoti_reader_probe = 1;\n")
     would = checkout.run("-n")
     edited = build(checkout)
@@ -126,8 +127,9 @@ def test_a_source_the_reading_looked_at_then_edited_is_rebuilt_by_the_reader(che
 
 def test_a_reader_whose_reading_changed_declines_and_a_forked_run_builds(checkout: Checkout, server: Server) -> None:
     append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run before the version header changes */\n")
+    readers = server.readers_ready()
     assert build(checkout).returncode == 0
-    assert build(checkout).returncode == 0  # a null request: answered once the reader has read (before the change)
+    server.reader_ready(after=readers)  # it has read the version header as it was
     version = checkout.tree / "llamafile" / "version.h"  # the SConscripts read it (the artifacts' version)
     append_text(version, "\n/* read by the SConscripts */\n")
     would = checkout.run("-n")
@@ -142,8 +144,9 @@ def test_a_build_by_another_run_makes_the_server_read_ahead_again(checkout: Chec
     """A one-shot scons run rewrites the sconsign the reader loaded: the watcher sees it, the server forks a new
     reader (the old one would decline), and the next edit is built by it."""
     append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run: a reader reads after it */\n")
+    readers = server.readers_ready()
     assert build(checkout).returncode == 0
-    assert build(checkout).returncode == 0  # a null request: answered once the reader has read
+    server.reader_ready(after=readers)
     append_text(checkout.tree.joinpath(*GGML_H), "\n/* built by a one-shot scons run */\n")
     assert checkout.run().returncode == 0  # writes the sconsign and the record the reader loaded
     append_text(checkout.tree.joinpath(*GGML_H), "\n/* then through the server */\n")

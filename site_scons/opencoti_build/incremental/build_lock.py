@@ -107,6 +107,19 @@ def briefly(build_dir: Path | str) -> Iterator[bool]:
             os.close(fd)
 
 
+def holder(build_dir: Path | str) -> int | None:
+    """The pid the lock file names: the last process that took ``build_dir``'s lock (it may have ended since)."""
+    try:
+        fd = os.open(Path(build_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        named = _holder(fd)
+    finally:
+        os.close(fd)
+    return int(named) if named else None
+
+
 def lost(path: Path, fd: int) -> bool:
     """True when ``path`` is no longer the file locked through ``fd`` (removed or replaced meanwhile)."""
     try:
