@@ -112,6 +112,8 @@ class Recorder:
             name = os.path.abspath(os.fsdecode(path))
         except (TypeError, ValueError):
             return  # an fd, or a path that is not one
+        if name in self.first and not listed and (not used or self.reading_done):
+            return  # seen before, and nothing more to note (most of the build's stats: the decider's)
         if under(name, self.ignored) or name.startswith(_NOT_OBSERVED) or _PYCACHE in name:
             return  # bytecode caches follow their .py files, which are recorded
         if (used or listed) and not self.reading_done:
