@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import fatbench
+from opencoti_scons.build_server import READ_AHEAD
 
 GIB = 1 << 30
 
@@ -225,7 +226,9 @@ def _server(server: dict) -> list[str]:
             "against make + ccache.", "",
             *_table(["", "build", "median wall", "runs", "compiles per run", "× make + ccache"], rows), "",
             f"The server answered {server['answered_from_record']} of its {server['requests']} requests from the "
-            "null build's record (the others ran SCons in a child forked from it); its next request after the "
+            f"null build's record; its reader (the run that read the graph ahead) built "
+            f"{sum(f': {READ_AHEAD}' in line for line in server['server_log'])} of the others, a child forked for the "
+            "request the rest (the server's log: `server_log` in docs/benchmarks.json); its next request after the "
             f"edits compiled {server['compiles_in_next_request']}; its binaries against the one-shot build's: "
             f"{'byte-identical' if not server['differing_from_one_shot'] else 'differ: ' + ', '.join(server['differing_from_one_shot'])}.",
             ""]
