@@ -354,6 +354,7 @@ class Server:
         their runs are never recorded."""
         if not again and self.reader is not None and self.reader.settings == self._settings(argv, cwd, env):
             return
+        self._await_reader()  # never killed mid-reading: it may be applying the patch series
         self._drop_reader()
         if not null_build.eligible(argv):
             return  # no recorder would watch its reading, so it could not vouch for it
@@ -383,16 +384,17 @@ class Server:
             print(f"{time.strftime('%H:%M:%S')} the reader ended before it had read the graph: a forked run reads "
                   "it instead", file=sys.stderr, flush=True)
             self._drop_reader()  # its reading failed or stopped short (a forked run says why)
-        elif self.reader.stale:
-            self._read_ahead(*self.reader.request, again=True)
         else:
             self.reader.ready = True
-            print(f"{time.strftime('%H:%M:%S')} {READER_READY}", file=sys.stderr, flush=True)
+            if self.reader.stale:
+                self._read_ahead(*self.reader.request, again=True)
+            else:
+                print(f"{time.strftime('%H:%M:%S')} {READER_READY}", file=sys.stderr, flush=True)
 
     def _reader_run(self, env: dict[str, str], fds: Sequence[int], conn: socket.socket,
                     start: float) -> tuple[int | None, str]:
-        """The request handed to the reader: (its exit status, "") once it goes on as the request's run, or (None,
-        why it declined) when its reading no longer holds."""
+        """The request handed to the reader: (its exit status, how long it took to resume) once it goes on as the
+        request's run, or (None, why it declined) when its reading no longer holds; both as the log says them."""
         ahead, self.reader = self.reader, None
         assert ahead is not None
         try:
