@@ -100,7 +100,7 @@ class ReadAhead:
         os.environ.clear()
         os.environ.update(env)
         recorder.retake(set(recorder.first) - recorder.reading, now.now if now is not None else {})
-        engine.forget_file_state(engine.graph_nodes())
+        engine.forget_file_state(engine.graph_nodes())  # again: computing the signatures may have made nodes
         clean_scratch(build_dir)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)

@@ -5,6 +5,7 @@ In-process checks of the core here; the real builds and tools: tests/integration
 from __future__ import annotations
 
 import atexit
+import os
 from pathlib import Path
 
 from opencoti_build.incremental import build_lock, fresh_dirs
@@ -40,3 +41,14 @@ def test_a_refused_run_removes_what_it_created_and_never_another_runs_cache_entr
     fresh.undo()
     assert [p.relative_to(tmp_path) for p in sorted(tmp_path.rglob("*")) if p.is_file()] == [
         Path(".opencoti/cache/AB/ab12")]  # only the config this run wrote is gone
+
+
+def test_the_lock_file_names_its_last_holder(tmp_path: Path) -> None:
+    """A build server tells its own reader (which holds the lock while it reads) from another run by this pid."""
+    assert build_lock.holder(tmp_path / "b") is None  # no lock file yet
+    build_lock.acquire(tmp_path / "b", say=lambda line: None)
+    try:
+        assert build_lock.holder(tmp_path / "b") == os.getpid()
+    finally:
+        build_lock.release(tmp_path / "b")
+        atexit.unregister(build_lock._say_if_lost)

@@ -195,3 +195,25 @@ def test_no_module_keeps_build_state_in_an_empty_container() -> None:
             if empty and isinstance(target, ast.Name):
                 found.add(f"{path.relative_to(ROOT)}:{target.id}")
     assert found == PROCESS_STATE
+
+
+def test_an_action_signature_computed_ahead_survives_the_cleanup_a_scan_makes(tmp_path: Path) -> None:
+    """A build server's reader computes each step's action signature ahead; SCons's scan cleans the executor up
+    (Node._children_reset), which would drop it and make the plan compute it again."""
+    import SCons.Action
+    import SCons.Environment
+    import SCons.Executor
+    import SCons.Node.FS
+
+    fs = SCons.Node.FS.FS(str(tmp_path))
+    executor = SCons.Executor.Executor(SCons.Action.Action("cp $SOURCE $TARGET"), SCons.Environment.Base(tools=[]), [],
+                                       [fs.File("out")], [fs.File("in")])
+    other = SCons.Executor.Executor(SCons.Action.Action("touch $TARGET"), SCons.Environment.Base(tools=[]), [],
+                                    [fs.File("other")], [])
+    warm: engine.WarmSignatures = {id(executor): (executor, executor.get_contents())}
+    other.get_contents()
+    cleanup = engine._keeping_warm_signature(SCons.Executor.Executor.cleanup, warm)
+    cleanup(executor)
+    cleanup(other)
+    assert executor._memo == {"get_contents": warm[id(executor)][1]}
+    assert other._memo == {}  # an executor nothing computed ahead is cleaned up as SCons does
