@@ -3,7 +3,9 @@ them against the artifact's bytes: through the real scons, packaging a real cosm
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -130,3 +132,22 @@ def test_a_source_tree_is_described_by_its_license_and_its_own_commit(tmp_path: 
     head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert provenance.source("t", "1.0", tree).commit == head and len(head) == 40
     assert provenance.source("t", "1.0", tree / "inner").commit is None  # a tree inside another checkout has none
+
+
+def test_the_validator_builds_the_iri_grammar_only_when_an_iri_is_checked_and_then_checks_it() -> None:
+    """rfc3987_syntax builds an Earley parser at import (1.1 s, every packaging run); it is deferred, not dropped."""
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        pytest.skip("rfc3987_syntax is not installed: jsonschema checks no IRI at all")
+    script = (
+        "import sys\n"
+        "from opencoti_build.artifacts import provenance\n"
+        "provenance._import_validator()\n"
+        "print('rfc3987_syntax.syntax_helpers' in sys.modules, 'rfc3987_syntax' in sys.modules)\n"
+        "from jsonschema import Draft7Validator\n"
+        "check = Draft7Validator.FORMAT_CHECKER\n"
+        "print(check.conforms('http://a.example/b c', 'iri-reference'), check.conforms('http://a.example/b', 'iri'))\n"
+        "print(type(sys.modules['rfc3987_syntax'].syntax_helpers.syntax_parser).__name__)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(provenance.__file__).parents[2]))
+    shown = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert shown.stdout.splitlines() == ["False False", "False True", "Lark"]

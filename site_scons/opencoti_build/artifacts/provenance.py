@@ -15,10 +15,13 @@ signature is deterministic too; an ECDSA one is not (a new nonce each time), the
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import os
 import subprocess
+import sys
 import threading
+import types
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -150,11 +153,40 @@ def sbom(manifest: Mapping[str, Any], sources: Sequence[Source]) -> str:
 
 
 def _libraries() -> None:
-    """Import what :func:`sbom` and :func:`statement` use (the schema validator's import alone is 0.9 s here)."""
+    """Import what :func:`sbom` and :func:`statement` use."""
     import cyclonedx.output.json  # noqa: F401
-    import cyclonedx.validation.json  # noqa: F401
     import in_toto_attestation.v1.statement  # noqa: F401
     from google.protobuf import json_format  # noqa: F401
+
+    _import_validator()
+
+
+def _import_validator() -> None:
+    """Import the CycloneDX JSON validator with rfc3987_syntax's grammar deferred to its first use.
+
+    jsonschema's format checker imports rfc3987_syntax at its own import when it is installed (cyclonedx's
+    json-validation extra installs it), and that module builds an Earley parser of RFC 3987 on import: 1.1 s of
+    the GIL here, every packaging run, for the ``iri``/``iri-reference`` formats, which the SBOMs made here do not
+    use. For the length of that import a module whose ``is_valid_syntax`` loads the real one on its first call
+    stands in for it, so any IRI is still checked exactly as before."""
+    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules \
+            or importlib.util.find_spec("rfc3987_syntax") is None:
+        import cyclonedx.validation.json  # noqa: F401
+        return
+    deferred = types.ModuleType("rfc3987_syntax")
+
+    def is_valid_syntax(term: str, value: str) -> bool:
+        from rfc3987_syntax import syntax_helpers  # the real module: the stand-in is gone by the time this is called
+
+        return bool(syntax_helpers.is_valid_syntax(term, value))
+
+    deferred.is_valid_syntax = is_valid_syntax  # type: ignore[attr-defined]
+    sys.modules["rfc3987_syntax"] = deferred
+    try:
+        import cyclonedx.validation.json  # noqa: F401
+    finally:
+        if sys.modules.get("rfc3987_syntax") is deferred:
+            del sys.modules["rfc3987_syntax"]
 
 
 def import_beside(work: Callable[[], T]) -> T:
@@ -172,6 +204,8 @@ def import_beside(work: Callable[[], T]) -> T:
 def schema_problem(text: str) -> str | None:
     """Why ``text`` is not a valid CycloneDX 1.6 JSON document (the library's validator), or None."""
     from cyclonedx.schema import SchemaVersion
+
+    _import_validator()
     from cyclonedx.validation.json import JsonStrictValidator
 
     error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)

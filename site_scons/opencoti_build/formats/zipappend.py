@@ -572,6 +572,7 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         fd, tmp = tempfiles.create(output)
     except OSError as exc:
         raise ZipAppendError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    _drop_cached(output)
     try:
         sink = _Sink(fd)
         with _Workers() as workers:
@@ -616,6 +617,21 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         raise
     heard(output, renamed, sha256)
     return AppendResult(output, sink.pos, sha256, base_sha.hexdigest(), align, tuple(infos))
+
+
+def _drop_cached(output: Path) -> None:
+    """Drop the page cache of the output about to be replaced. Its pages are garbage once the new one is renamed
+    over it, and the new output needs as many: frames just freed are reused at once, where fresh ones cost the
+    kernel (and a VM's host) far more: on this VM a 3 GiB copy took 9-10 s of system time beside a cached old
+    artifact, 2.5-3 s without it. Pages still mapped (a running llamafile) or dirty stay."""
+    try:
+        fd = os.open(output, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # no output yet, or one we may not read: nothing of ours to drop
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def _open_input(path: Path) -> tuple[FileIO, os.stat_result]:
