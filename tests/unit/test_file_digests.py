@@ -3,6 +3,7 @@ taken with; any write, truncation, chmod or replacement moves that identity, and
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -97,13 +98,13 @@ def test_entries_digests_are_kept_across_runs_while_the_file_keeps_its_stat(tmp_
     record.parent.mkdir()
     first = file_digests.Digests()
     first.keep_in(record)
-    first.remember(model, os.stat(model), "ab" * 32, crc32=1234)
+    first.remember(model, os.stat(model), "ab" * 32, crc32=1234, settled=True)
     first.remember(tmp_path / "artifact", os.stat(model), "cd" * 32)  # a whole-file digest (no CRC): not kept
     first.save()
     second = file_digests.Digests()
     assert second.entry(model, os.stat(model)) is None  # nothing loaded until asked to keep
     second.keep_in(record)
-    assert second.entry(model, os.stat(model)) == ("ab" * 32, 1234)
+    assert second.entry(model, os.stat(model)) == ("ab" * 32, 1234, True)
     assert second.known(tmp_path / "artifact") is None
     os.utime(model, ns=(1, 1))  # another stat: the recorded digests are of other bytes, for all it knows
     assert second.entry(model, os.stat(model)) is None
@@ -113,13 +114,24 @@ def test_entries_digests_are_kept_across_runs_while_the_file_keeps_its_stat(tmp_
     assert third.entry(model, os.stat(model)) is None  # a file whose stat moved is no longer kept
 
 
-@pytest.mark.parametrize("content", ["", "not json", '{"format": 99, "files": {}}', '{"format": 1, "files": {"x": 5}}'])
+@pytest.mark.parametrize("content", ["", "not json", '{"format": 99, "files": {}}', '{"format": 2, "files": {"x": 5}}'])
 def test_an_unreadable_digest_record_is_no_record(tmp_path: Path, model: Path, content: str) -> None:
     record = tmp_path / file_digests.RECORD_NAME
     record.write_text(content)
     digests = file_digests.Digests()
     digests.keep_in(record)
     assert digests.entry(model, os.stat(model)) is None
+
+
+def test_a_record_of_the_format_before_settled_records_is_no_record(tmp_path: Path, model: Path) -> None:
+    """Format 1 said nothing of settling: its CRC-32s must be checked, so none is taken on trust."""
+    record = tmp_path / file_digests.RECORD_NAME
+    st = os.stat(model)
+    ident = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    record.write_text(json.dumps({"format": 1, "files": {str(model): [ident, "ab" * 32, 7]}}))
+    digests = file_digests.Digests()
+    digests.keep_in(record)
+    assert digests.entry(model, st) is None
 
 
 def test_a_save_killed_midway_leaves_nothing_the_next_save_keeps(tmp_path: Path, model: Path) -> None:

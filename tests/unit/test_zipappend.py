@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from opencoti_build import files
 from opencoti_build.formats import zipappend
 from opencoti_build.formats.zipappend import Entry, ZipAppendError, ZipStoreError, append, dos_datetime
 
@@ -376,7 +377,7 @@ def _recorded_as_read(tmp_path: Path) -> tuple[list[Entry], dict[Path, tuple[os.
     base, entries = _golden_inputs(tmp_path)
     heard: dict[Path, tuple[os.stat_result, str, int]] = {}
 
-    def hear(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None) -> None:
+    def hear(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None, settled: bool = False) -> None:
         if crc32 is not None:
             heard[path] = (st, sha256, crc32)
 
@@ -384,15 +385,24 @@ def _recorded_as_read(tmp_path: Path) -> tuple[list[Entry], dict[Path, tuple[os.
     return entries, heard
 
 
-def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kernel(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
+@pytest.mark.parametrize("settled", [False, True])
+def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kernel(tmp_path: Path, monkeypatch,
+                                                                                   settled: bool) -> None:
+    """Read once each: for the output's digest, and for its CRC-32 only while the record was not settled."""
     base, _ = _golden_inputs(tmp_path)
     entries, heard = _recorded_as_read(tmp_path)
     assert {p.name for p in heard} == {"model.gguf", "tool", "empty", "notes"}
 
-    def known(path: Path, st: os.stat_result) -> tuple[str, int] | None:
+    def known(path: Path, st: os.stat_result) -> tuple[str, int, bool] | None:
         st0, sha256, crc32 = heard[path]
-        return (sha256, crc32) if (st0.st_ino, st0.st_mtime_ns) == (st.st_ino, st.st_mtime_ns) else None
+        return (sha256, crc32, settled) if (st0.st_ino, st0.st_mtime_ns) == (st.st_ino, st.st_mtime_ns) else None
+
+    checked: list[int] = []
+    crc_update = zipappend._Crc.update
+
+    def counted_crc(crc: zipappend._Crc, data: bytes | memoryview) -> None:
+        checked.append(len(data))
+        crc_update(crc, data)
 
     copied: list[int] = []
     real_copy_range = os.copy_file_range
@@ -407,6 +417,7 @@ def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kern
 
     monkeypatch.setattr(zipappend.os, "copy_file_range", counted)
     monkeypatch.setattr(zipappend._ReadBack, "_read_back", no_read_back)
+    monkeypatch.setattr(zipappend._Crc, "update", counted_crc)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=known)
     assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
@@ -415,6 +426,8 @@ def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kern
         with open(path, "rb") as f:
             data += sum(length for _, length, is_data in zipappend._extents(f.fileno(), path.stat().st_size) if is_data)
     assert sum(copied) == data > 0
+    entries_size = sum(p.stat().st_size for p in heard)  # holes included: they are hashed as zeros
+    assert sum(checked) == (0 if settled else entries_size)
     with zipfile.ZipFile(tmp_path / "out") as archive:
         assert archive.testzip() is None
 
@@ -424,12 +437,28 @@ def test_a_recorded_crc_of_other_bytes_is_caught_and_the_digests_are_taken_again
     base, _ = _golden_inputs(tmp_path)
     entries, heard = _recorded_as_read(tmp_path)
     model = next(p for p in heard if p.name == "model.gguf")
-    lied = {p: (sha256, crc32 ^ 1 if p == model else crc32) for p, (_, sha256, crc32) in heard.items()}
+    lied = {p: (sha256, crc32 ^ 1 if p == model else crc32, False) for p, (_, sha256, crc32) in heard.items()}
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=lambda path, st: lied[path])
     written = (tmp_path / "out").read_bytes()
     assert written == (tmp_path / "first").read_bytes()  # the header holds the CRC of the bytes, not the record's
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256(written).hexdigest()
     assert result.entry("model.gguf").sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(("after_ns", "settled"), [(1_000_000, False), (files.SETTLED_COARSE_NS, True)])
+def test_an_entry_is_heard_settled_once_read_a_tick_after_its_last_change(tmp_path: Path, monkeypatch,
+                                                                          after_ns: int, settled: bool) -> None:
+    model = write_gguf(tmp_path / "tiny.gguf")
+    changed = max(model.stat().st_mtime_ns, model.stat().st_ctime_ns)
+    monkeypatch.setattr(zipappend.time, "time_ns", lambda: changed + after_ns)  # the clock as the entry is opened
+    heard: dict[str, bool] = {}
+
+    def hear(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None, settled: bool = False) -> None:
+        if crc32 is not None:
+            heard[path.name] = settled
+
+    append(PLEDGE, [Entry.file(model)], tmp_path / "out", on_digest=hear)
+    assert heard == {"tiny.gguf": settled}
 
 
 def test_without_copy_file_range_the_bytes_are_copied_through_the_buffers(tmp_path: Path, monkeypatch) -> None:
@@ -441,6 +470,6 @@ def test_without_copy_file_range_the_bytes_are_copied_through_the_buffers(tmp_pa
 
     monkeypatch.setattr(zipappend.os, "copy_file_range", unsupported)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH,
-                    known=lambda path, st: heard[path][1:] if path in heard else None)
+                    known=lambda path, st: (*heard[path][1:], False) if path in heard else None)
     assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
     assert result.sha256 == GOLDEN[4096]

@@ -15,8 +15,10 @@ across the two kinds counts as a change (a rebuild), never as a match.
 What the packager read as an entry (the model, the DSOs) is remembered with its CRC-32 too, and kept across
 runs in ``BUILD_DIR/file-digests.json`` (:meth:`Digests.keep_in`): a repackage whose model did not change
 knows the model's local header before its data, so the artifact's SHA-256 is taken as it is written and the
-model is read once, not hashed again (formats/zipappend.py). The CRC-32 of the bytes copied is still checked
-against the recorded one; a mismatch (a change within one timestamp tick) is caught there and hashed anew.
+model is read once, not hashed again (formats/zipappend.py). Each such record says whether it was settled: read
+a timestamp tick or more after the file's last change (files.settled), so that no later write can keep its stat.
+An unsettled record's CRC-32 is checked against the bytes copied (a mismatch, a change within that tick, is caught
+there and hashed anew); a settled one's is not computed again.
 """
 from __future__ import annotations
 
@@ -31,28 +33,31 @@ from opencoti_build.incremental import tempfiles
 
 PREFIX = "sha256:"
 RECORD_NAME = "file-digests.json"
-_FORMAT = 1
+_FORMAT = 2
 
 
 class Digests:
-    """The digests one run knows: path -> (the stat identity it had, its ``sha256:`` signature, an entry's CRC-32)."""
+    """The digests one run knows: path -> (the stat identity it had, its ``sha256:`` signature, an entry's CRC-32,
+    whether that stat was settled when read)."""
 
     def __init__(self) -> None:
-        self._known: dict[str, tuple[Identity, str, int | None]] = {}
+        self._known: dict[str, tuple[Identity, str, int | None, bool]] = {}
         self._record: Path | None = None
         self._lock = threading.Lock()  # artifact steps run on several workers
 
-    def remember(self, path: Path | str, st: os.stat_result, sha256: str, crc32: int | None = None) -> None:
-        """``path`` had the SHA-256 ``sha256`` (and, read as an entry, the CRC-32 ``crc32``) while it had the stat ``st``."""
+    def remember(self, path: Path | str, st: os.stat_result, sha256: str, crc32: int | None = None,
+                 settled: bool = False) -> None:
+        """``path`` had the SHA-256 ``sha256`` (and, read as an entry, the CRC-32 ``crc32``) while it had the stat ``st``
+        (``settled``: taken a tick or more after its last change, files.settled)."""
         with self._lock:
-            self._known[os.path.abspath(path)] = (identity(st), PREFIX + sha256, crc32)
+            self._known[os.path.abspath(path)] = (identity(st), PREFIX + sha256, crc32, settled)
 
-    def entry(self, path: Path | str, st: os.stat_result) -> tuple[str, int] | None:
-        """(sha256, crc32) recorded for ``path`` read as an entry, if ``st`` is still the stat it had then."""
+    def entry(self, path: Path | str, st: os.stat_result) -> tuple[str, int, bool] | None:
+        """(sha256, crc32, settled) recorded for ``path`` read as an entry, if ``st`` is still the stat it had then."""
         found = self._known.get(os.path.abspath(path))
         if found is None or found[2] is None or found[0] != identity(st):
             return None
-        return found[1].removeprefix(PREFIX), found[2]
+        return found[1].removeprefix(PREFIX), found[2], found[3]
 
     def keep_in(self, record: Path) -> None:
         """Load the entries' digests an earlier run kept in ``record`` (once), and keep this run's there on :meth:`save`."""
@@ -68,9 +73,9 @@ class Digests:
                 return
             for path, value in data["files"].items():
                 try:
-                    (dev, ino, size, mtime, ctime), sha256, crc32 = value
+                    (dev, ino, size, mtime, ctime), sha256, crc32, settled = value
                     ident = (int(dev), int(ino), int(size), int(mtime), int(ctime))
-                    self._known.setdefault(path, (ident, PREFIX + str(sha256), int(crc32)))
+                    self._known.setdefault(path, (ident, PREFIX + str(sha256), int(crc32), settled is True))
                 except (TypeError, ValueError):
                     continue
 
@@ -80,13 +85,13 @@ class Digests:
             if self._record is None:
                 return
             files = {}
-            for path, (ident, signature, crc32) in sorted(self._known.items()):
+            for path, (ident, signature, crc32, settled) in sorted(self._known.items()):
                 try:
                     current = identity(os.stat(path))
                 except OSError:
                     continue
                 if crc32 is not None and current == ident:
-                    files[path] = [list(ident), signature.removeprefix(PREFIX), crc32]
+                    files[path] = [list(ident), signature.removeprefix(PREFIX), crc32, settled]
             staged: Path | None = None
             try:  # a run killed while writing leaves a locked temporary the next save sweeps
                 tempfiles.remove_stale(self._record.parent, self._record.name)

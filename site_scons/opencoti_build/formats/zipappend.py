@@ -16,8 +16,10 @@ in sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the outp
 The output's own SHA-256 is taken on a thread of its own, in file order, from the bytes as they are written: so
 each local header must be final before its data. It is when the entry's CRC-32 is known up front: a blob, or a
 file whose SHA-256 and CRC-32 ``known`` still vouches for (the packager records them with the file's stat
-identity, so a repackage with the same model knows them); the CRC-32 of the bytes copied is checked against the
-recorded one, and the recorded SHA-256 is the entry's. A file whose CRC-32 is not known gets a placeholder
+identity, so a repackage with the same model knows them); the recorded SHA-256 is the entry's. The CRC-32 of the
+bytes copied is checked against the recorded one unless the record was settled (taken at least a timestamp tick
+after the file's last change, files.settled: no later write can then keep its stat), so a settled model is read
+once for the output's digest alone. A file whose CRC-32 is not known gets a placeholder
 header, filled in after its data: from that header on, the output's digest is read back from the output (just
 written, so from the page cache), and the entry's own SHA-256 is read back beside it, a core each, beside the
 fsync. The zip format puts the CRC before the data, so nothing can hash those bytes in order any earlier.
@@ -47,7 +49,7 @@ from io import FileIO
 from pathlib import Path, PurePosixPath
 
 from opencoti_build.errors import UserError
-from opencoti_build.files import identity
+from opencoti_build.files import identity, settled
 from opencoti_build.formats.zipstore import (
     CENTRAL,
     CENTRAL_SIGNATURE,
@@ -536,8 +538,9 @@ def _base_entries(base: Path, records: Sequence[CentralRecord], limit: int, buf:
     return infos
 
 
-Digest = Callable[..., None]  # (path, stat, sha256, crc32=None): a file read or written whole
-Known = Callable[[Path, os.stat_result], "tuple[str, int] | None"]  # (sha256, crc32) recorded for a file as it is now
+Digest = Callable[..., None]  # (path, stat, sha256, crc32=None, settled=False): a file read or written whole
+# (sha256, crc32, settled) recorded for a file as it is now; settled: its stat alone vouches for its bytes
+Known = Callable[[Path, os.stat_result], "tuple[str, int, bool] | None"]
 
 
 def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, align: int = DEFAULT_ALIGN,
@@ -552,8 +555,9 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     The output's SHA-256 may finish after the rename: if it fails then, or the output is written to
     meanwhile, the new output stays in place, whole and on the disk, and the error means its digest
     is unknown (the packager writes no manifest for it). ``on_digest(path, stat, sha256, crc32=None)`` is
-    called for the base and each file entry (with its CRC-32) as read, then for the output as written.
-    ``known(path, stat)`` gives a file entry's (sha256, crc32) when they are recorded for it as it is now.
+    called for the base and each file entry (with its CRC-32, and whether its stat was settled when read) as read,
+    then for the output as written. ``known(path, stat)`` gives a file entry's (sha256, crc32, settled) when they
+    are recorded for it as it is now.
     Raises ZipAppendError (or ZipStoreError for a bad base).
     """
     base, output = Path(base), Path(output)
@@ -565,7 +569,7 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         _check_input(entry)
     base_infos = _base_entries(base, store.records, store.cd_offset, bytearray(_CHUNK))
     date, dtime = dos_datetime(epoch)
-    heard = on_digest or (lambda path, st, sha256, crc32=None: None)
+    heard = on_digest or (lambda path, st, sha256, crc32=None, settled=False: None)
 
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -667,12 +671,13 @@ class _WrittenEntry:
     crc32: int
     digest: _ReadBack | str
     read: os.stat_result | None = None  # a file entry's stat as it was read
+    settled: bool = False  # ... taken a tick or more after the file's last change (files.settled)
 
     def info(self, heard: Digest) -> EntryInfo:
         """The entry's info, once its digest is known; ``heard`` hears of a file entry's."""
         sha256 = self.digest if isinstance(self.digest, str) else self.digest.hexdigest()
         if self.entry.path is not None and self.read is not None:
-            heard(self.entry.path, self.read, sha256, crc32=self.crc32)
+            heard(self.entry.path, self.read, sha256, crc32=self.crc32, settled=self.settled)
         return EntryInfo(self.entry.name, self.start, self.size, self.size, "stored", self.crc32, sha256, appended=True)
 
 
@@ -686,6 +691,7 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
         written = _WrittenEntry(entry, start, size, crc32, hashlib.sha256(entry.data).hexdigest())
         return written, _central_record(_Pending(entry, size, crc32), offset, date, dtime)
     assert entry.path is not None
+    looked_at = time.time_ns()
     f, before = _open_input(entry.path)
     with f:
         size = before.st_size  # what the header's size fields (and zip64 extra) need
@@ -695,7 +701,11 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
         offset, start, checkpoint = _header(sink, _Pending(entry, size, 0 if recorded is None else recorded[1]),
                                             align, date, dtime, final=recorded is not None)
         crc = _Crc()
-        _copy(entry.path, f, size, sink, workers, [(workers.digest, crc.update)])
+        if recorded is not None and recorded[2]:  # settled: the stat vouches for the recorded CRC-32
+            crc.value = recorded[1]
+            _copy(entry.path, f, size, sink, workers, [])
+        else:
+            _copy(entry.path, f, size, sink, workers, [(workers.digest, crc.update)])
         _unchanged(entry.path, f, before)
     digest: _ReadBack | str
     if recorded is not None and crc.value == recorded[1]:
@@ -707,7 +717,7 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
             sink.digest.read_back_from(offset, checkpoint)
         digest = _ReadBack(sink.fd, start, hashlib.sha256(), workers.entry)
         digest.through(start + size)
-    written = _WrittenEntry(entry, start, size, crc.value, digest, before)
+    written = _WrittenEntry(entry, start, size, crc.value, digest, before, settled(before, looked_at))
     return written, _central_record(_Pending(entry, size, crc.value), offset, date, dtime)
 
 
