@@ -199,15 +199,15 @@ def test_args_without_model_is_refused(tmp_path: Path, inputs: dict[str, Path]) 
     assert not dist(tmp_path).exists()
 
 
-def _bytes_read(log: Path, path: Path) -> int:
-    """Bytes that read, pread64 and preadv(2) calls returned from ``path``, in an ``strace -f -y`` log.
+def _bytes_read(log: Path, path: Path, calls: str = "read|pread64|preadv2?") -> int:
+    """Bytes that read, pread64 and preadv(2) calls (or ``calls``) returned from ``path``, in an ``strace -f -y`` log.
 
     A call another thread interrupts is logged in two lines: ``<unfinished ...>``, then ``resumed``. Reads of
     ``path``'s temporary sibling (``.NAME.XXXX.tmp``, an output while it is written) count as reads of it.
     """
     temporary = re.escape(str(path.parent / f".{path.name}.")) + r"\w+\.tmp"
-    call = re.compile(rf"^(\d+) +(?:read|pread64|preadv2?)\(\d+<(?:{re.escape(str(path))}|{temporary})>")
-    resumed = re.compile(r"^(\d+) +<\.\.\. (?:read|pread64|preadv2?) resumed>.*\) = (\d+)$")
+    call = re.compile(rf"^(\d+) +(?:{calls})\(\d+<(?:{re.escape(str(path))}|{temporary})>")
+    resumed = re.compile(rf"^(\d+) +<\.\.\. (?:{calls}) resumed>.*\) += (\d+)$")  # strace pads before "="
     total, pending = 0, set()
     for line in log.read_text().splitlines():
         if m := call.search(line):
@@ -232,7 +232,7 @@ def test_scons_package_reads_the_model_once(tmp_path: Path, inputs: dict[str, Pa
     def traced(log: Path) -> subprocess.CompletedProcess[str]:
         argv, env = scons_command("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
                                   f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")
-        strace = ["strace", "-f", "-qq", "-y", "-s", "0", "-e", "trace=read,pread64,preadv,preadv2,copy_file_range", "-e", "signal=none",
+        strace = ["strace", "-f", "-qq", "-y", "-s", "0", "-e", "trace=read,pread64,preadv,preadv2,copy_file_range,pwrite64", "-e", "signal=none",
                   "-o", str(log)]
         proc = subprocess.run(strace + argv, capture_output=True, text=True, env=env, timeout=900)
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -257,10 +257,13 @@ def test_scons_package_reads_the_model_once(tmp_path: Path, inputs: dict[str, Pa
     repackaged = traced(tmp_path / "repackaged.log")
     assert f"PACKAGE {dist(tmp_path) / EMBEDDER}" in repackaged.stdout
     # the model's CRC-32 and SHA-256 are recorded: its header is final before its data, so the artifact's SHA-256
-    # is taken as it is written (nothing read back from it) and the model is copied in the kernel, read once
+    # is taken as it is written (nothing read back from it) and the model is read once, its whole blocks written
+    # from those reads with O_DIRECT (pwrite64 of the artifact's temporary)
     log = (tmp_path / "repackaged.log").read_text()
-    assert re.search(rf"copy_file_range\(\d+<{re.escape(str(model))}>", log)
+    assert not re.search(rf"copy_file_range\(\d+<{re.escape(str(model))}>", log)
     assert _bytes_read(tmp_path / "repackaged.log", model) < model.stat().st_size + headers
+    whole = model.stat().st_size // 4096 * 4096
+    assert _bytes_read(tmp_path / "repackaged.log", dist(tmp_path) / EMBEDDER, calls="pwrite64") >= whole
     assert _bytes_read(tmp_path / "repackaged.log", dist(tmp_path) / EMBEDDER) < headers
     verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
                      f"MODEL={model}", f"ARGS={args}", build=tmp_path / "b", home=tmp_path / "home")

@@ -145,3 +145,27 @@ def test_the_output_replaced_leaves_the_page_cache_before_the_copy_and_stays_who
     assert seen == [(0, old)]  # nothing of it cached when the copy began, every byte still there
     with zipfile.ZipFile(out) as archive:
         assert "more" in archive.namelist()
+
+
+def test_entries_whose_digests_are_recorded_go_to_the_disk_without_the_page_cache(tmp_path: Path) -> None:
+    """Their headers are final: the output's digest is taken as written and nothing reads them back (O_DIRECT)."""
+    if shutil.which("fincore") is None:
+        pytest.skip("no fincore (util-linux) to see the page cache with")
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + os.urandom((8 << 20) + 1000))
+    recorded: dict[Path, tuple[str, int]] = {}
+
+    def hear(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None, settled: bool = False) -> None:
+        if crc32 is not None:
+            recorded[path] = (sha256, crc32)
+
+    first = append(PLEDGE, [Entry.file(model)], tmp_path / "first", on_digest=hear)
+    out = tmp_path / "out"
+    result = append(PLEDGE, [Entry.file(model)], out, known=lambda path, st: (*recorded[path], True))
+    cached = _cached_bytes(out)  # the base, the headers, the model's last partial block and the central directory
+    size = model.stat().st_size
+    assert result.entry("model.gguf").data_offset % 4096 == 0
+    assert 0 < cached <= out.stat().st_size - (size - size % 4096) + 2 * 4096  # two pages partly direct-written
+    assert result.sha256 == first.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
+    first_path = tmp_path / "first"  # its model new: through the page cache (the header is patched after the data)
+    assert _cached_bytes(first_path) == -(-first_path.stat().st_size // 4096) * 4096

@@ -5,6 +5,7 @@ In-process checks of the core here; the real builds and tools: tests/integration
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import random
@@ -386,9 +387,10 @@ def _recorded_as_read(tmp_path: Path) -> tuple[list[Entry], dict[Path, tuple[os.
 
 
 @pytest.mark.parametrize("settled", [False, True])
-def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kernel(tmp_path: Path, monkeypatch,
-                                                                                   settled: bool) -> None:
-    """Read once each: for the output's digest, and for its CRC-32 only while the record was not settled."""
+def test_recorded_digests_make_the_output_digest_as_written_and_write_the_entries_with_o_direct(
+        tmp_path: Path, monkeypatch, settled: bool) -> None:
+    """Read once each: for the output's digest, and for its CRC-32 only while the record was not settled. The base
+    (its header not the entries') goes in the kernel; each entry's whole blocks with O_DIRECT, nothing read back."""
     base, _ = _golden_inputs(tmp_path)
     entries, heard = _recorded_as_read(tmp_path)
     assert {p.name for p in heard} == {"model.gguf", "tool", "empty", "notes"}
@@ -412,24 +414,68 @@ def test_recorded_digests_make_the_output_digest_as_written_and_copy_in_the_kern
         copied.append(n)
         return n
 
+    direct: list[int] = []
+    write_direct = zipappend._Sink._pwrite_direct
+
+    def counted_direct(sink: zipappend._Sink, data: memoryview, pos: int) -> None:
+        assert pos % zipappend._DIRECT_ALIGN == len(data) % zipappend._DIRECT_ALIGN == 0
+        direct.append(len(data))
+        write_direct(sink, data, pos)
+
     def no_read_back(*args: object) -> None:
         raise AssertionError("the output was read back")
 
     monkeypatch.setattr(zipappend.os, "copy_file_range", counted)
     monkeypatch.setattr(zipappend._ReadBack, "_read_back", no_read_back)
     monkeypatch.setattr(zipappend._Crc, "update", counted_crc)
+    monkeypatch.setattr(zipappend._Sink, "_pwrite_direct", counted_direct)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=known)
     assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
-    data = 0  # the base's and every file entry's data went through the kernel (holes seeked over, not copied)
-    for path in [base, *heard]:
+
+    def data_runs(path: Path) -> list[int]:  # holes are seeked over, never written
         with open(path, "rb") as f:
-            data += sum(length for _, length, is_data in zipappend._extents(f.fileno(), path.stat().st_size) if is_data)
-    assert sum(copied) == data > 0
+            return [length for _, length, is_data in zipappend._extents(f.fileno(), path.stat().st_size) if is_data]
+
+    assert sum(copied) == sum(data_runs(base)) > 0
+    runs = [length for path in heard for length in data_runs(path)]
+    assert all(length <= zipappend._CHUNK for length in runs)  # one chunk each: a tail is what is not whole blocks
+    assert sum(direct) == sum(length - length % zipappend._DIRECT_ALIGN for length in runs) > 0
     entries_size = sum(p.stat().st_size for p in heard)  # holes included: they are hashed as zeros
     assert sum(checked) == (0 if settled else entries_size)
     with zipfile.ZipFile(tmp_path / "out") as archive:
         assert archive.testzip() is None
+
+
+@pytest.mark.parametrize("refusal", ["open", "write"])
+def test_a_filesystem_that_refuses_o_direct_gets_the_same_bytes_through_the_page_cache(tmp_path: Path, monkeypatch,
+                                                                                        refusal: str) -> None:
+    """tmpfs before Linux 6.6 refuses the open; a device whose blocks are larger than 4 KiB refuses the writes."""
+    base, _ = _golden_inputs(tmp_path)
+    entries, heard = _recorded_as_read(tmp_path)
+    refused: list[str] = []
+    real_open, real_pwrite = os.open, os.pwrite
+
+    def no_direct_open(path: object, flags: int, *rest: object) -> int:
+        if flags & os.O_DIRECT:
+            refused.append("open")
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *rest)
+
+    def no_direct_write(fd: int, data: object, offset: int) -> int:
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            refused.append("write")
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(zipappend.os, "open", no_direct_open if refusal == "open" else real_open)
+    monkeypatch.setattr(zipappend.os, "pwrite", no_direct_write)
+    result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH,
+                    known=lambda path, st: (*heard[path][1:], True) if path in heard else None)
+    # the open is tried once; a refused write stops the ones after it (those already queued are refused too)
+    assert refused == ["open"] if refusal == "open" else set(refused) == {"write"}
+    assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
+    assert result.sha256 == GOLDEN[4096]
 
 
 def test_a_recorded_crc_of_other_bytes_is_caught_and_the_digests_are_taken_again(tmp_path: Path) -> None:

@@ -13,6 +13,12 @@ write through Python's buffers) and are read once from the page cache the copy f
 for the digests: CRC-32 on a thread of its own (zlib and hashlib release the GIL). Memory use is constant; holes
 in sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
 
+Where an entry's header is final before its data (below) and its data starts on a 4 KiB boundary, its bytes are
+read into page-aligned buffers and written with O_DIRECT instead: nothing reads them back, so they need not pass
+through the page cache, and the kernel neither copies them there nor writes them back from there (on this VM a
+3 GiB copy then costs 0.6-1 s of system time instead of 2-4 s, and the copy is bound by the SHA-256 or the disk).
+A filesystem that refuses O_DIRECT gets the copy above.
+
 The output's own SHA-256 is taken on a thread of its own, in file order, from the bytes as they are written: so
 each local header must be final before its data. It is when the entry's CRC-32 is known up front: a blob, or a
 file whose SHA-256 and CRC-32 ``known`` still vouches for (the packager records them with the file's stat
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import mmap
 import os
 import stat
 import struct
@@ -191,6 +198,7 @@ def _extents(fd: int, size: int) -> Iterator[tuple[int, int, bool]]:
 
 
 _BUFFERS = 3  # one filling, one or two being hashed: reading rarely waits for the hash thread
+_DIRECT_ALIGN = 4096  # O_DIRECT: offsets, lengths and buffer addresses in multiples of the (largest) logical block
 
 
 def _hash_zeros(length: int, *update: Callable[[bytes], object]) -> None:
@@ -213,7 +221,7 @@ class _Workers:
     """The helper threads: one for an input's CRC-32 (and the base's SHA-256), one that reads an entry back for its
     SHA-256 once its CRC-32 is known (beside the output's read-back: a core each), one that takes the output's
     SHA-256 in file order (as written, or read back), one that writes the output back to disk (fsync) while the
-    copy and the digests go on, then frees the output it replaced.
+    copy and the digests go on, then frees the output it replaced, and one for the O_DIRECT writes.
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
     queued work is cancelled and running work awaited, so no thread outlives the files it uses.
@@ -224,9 +232,10 @@ class _Workers:
         self.output = ThreadPoolExecutor(1, thread_name_prefix="zipappend-output")
         self.entry = ThreadPoolExecutor(1, thread_name_prefix="zipappend-entry")
         self.writeback = ThreadPoolExecutor(1, thread_name_prefix="zipappend-writeback")
+        self.direct = ThreadPoolExecutor(1, thread_name_prefix="zipappend-direct")
         self.flush: Future | None = None
         self.freeing: list[tuple[Future, int]] = []  # replaced outputs' descriptors, closed on the writeback thread
-        self.buffers = [memoryview(bytearray(_CHUNK)) for _ in range(_BUFFERS)]
+        self.buffers = [memoryview(mmap.mmap(-1, _CHUNK)) for _ in range(_BUFFERS)]  # page-aligned: O_DIRECT
         self.kernel_copy = True  # until copy_file_range says it cannot copy between these files
 
     def write_back(self, fd: int) -> None:
@@ -266,7 +275,7 @@ class _Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for pool in (self.digest, self.output, self.entry, self.writeback):
+        for pool in (self.digest, self.output, self.entry, self.writeback, self.direct):
             pool.shutdown(wait=True, cancel_futures=True)
         for closing, fd in self.freeing:
             if closing.cancelled():  # the writeback thread never got to it: close it here, or it leaks
@@ -276,12 +285,14 @@ class _Workers:
 Update = tuple[ThreadPoolExecutor, Callable[[bytes | memoryview], object]]  # a digest and the thread it runs on
 
 
-def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, updates: Sequence[Update]) -> None:
+def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, updates: Sequence[Update],
+          direct: bool = False) -> None:
     """Write ``f``'s first ``size`` bytes to ``sink``; each update sees them all, in order, on its own thread.
 
     The bytes go with copy_file_range while the kernel can (a reflink-capable filesystem copies no data; on
     others it is several times faster than read and write through Python's buffers here), and are then read
-    once, from the page cache the copy filled, for the digests."""
+    once, from the page cache the copy filled, for the digests. ``direct`` (nothing will read them back): read
+    once into the buffers and written from there with O_DIRECT, where the output takes it."""
     busy: list[list[Future]] = [[] for _ in workers.buffers]
     zeros: list[Future] = []
     turn = 0
@@ -296,6 +307,17 @@ def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, upda
             for last in busy[turn]:
                 last.result()  # this buffer's last chunk is hashed: it may be filled again
             wanted = min(length, _CHUNK)
+            if direct and sink.can_write_direct():
+                got = os.preadv(fd, [view[:wanted]], offset)
+                if not got:
+                    raise ZipAppendError(f"{path} shrank while being packaged; package again")
+                chunk = view[:got]
+                busy[turn] = [thread.submit(update, chunk) for thread, update in updates]
+                busy[turn] += sink.write_direct(chunk, workers)
+                offset += got
+                length -= got
+                turn = (turn + 1) % len(workers.buffers)
+                continue
             copied = sink.copy_range(fd, offset, wanted, workers) if workers.kernel_copy else 0
             got = os.preadv(fd, [view[:copied or wanted]], offset)
             if not got or got < copied:
@@ -314,10 +336,54 @@ def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, upda
 class _Sink:
     """The output file: where writing has got to, and its digest (fed in order); zero runs become holes."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd, self.path = fd, path
         self.pos = 0
         self.digest: _OutputDigest | None = None  # from the end of the base on (the base's own digest is its start)
+        self.direct_fd: int | None = None  # the output opened with O_DIRECT, once asked for
+        self.direct = True  # until the filesystem refuses O_DIRECT
+
+    def can_write_direct(self) -> bool:
+        """Whether the next bytes can go with O_DIRECT: the filesystem takes it and the position is aligned."""
+        if not self.direct or self.pos % _DIRECT_ALIGN:
+            return False
+        if self.direct_fd is None:
+            try:
+                self.direct_fd = os.open(self.path, os.O_WRONLY | os.O_DIRECT | os.O_CLOEXEC)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:  # EINVAL: no O_DIRECT here (tmpfs before Linux 6.6)
+                    raise
+                self.direct = False
+        return self.direct
+
+    def write_direct(self, data: memoryview, workers: _Workers) -> list[Future]:
+        """Write ``data`` (in a page-aligned buffer) at the position, its whole blocks with O_DIRECT on the direct
+        thread (a last partial block through the page cache); the futures ``data`` must stay as it is for (the
+        write and its digest update)."""
+        whole = len(data) - len(data) % _DIRECT_ALIGN
+        pos = self.pos
+        futures = [workers.direct.submit(self._pwrite_direct, data[:whole], pos)] if whole else []
+        if whole < len(data):
+            _pwrite_all(self.fd, data[whole:], pos + whole)
+        self.pos += len(data)
+        os.lseek(self.fd, self.pos, os.SEEK_SET)  # where the writes through the page cache go on
+        digest = self.hashed(data)
+        return futures + ([digest] if digest is not None else [])
+
+    def _pwrite_direct(self, data: memoryview, pos: int) -> None:
+        assert self.direct_fd is not None
+        try:
+            _pwrite_all(self.direct_fd, data, pos)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            self.direct = False  # the filesystem wants other alignments: the page cache from here on
+            _pwrite_all(self.fd, data, pos)
+
+    def close_direct(self) -> None:
+        if self.direct_fd is not None:
+            os.close(self.direct_fd)
+            self.direct_fd = None
 
     def write(self, data: bytes | memoryview) -> Future | None:
         """Write ``data``; the future of its digest update (``data`` must stay as it is until that is done)."""
@@ -357,10 +423,13 @@ class _Sink:
 
     def patch(self, offset: int, data: bytes) -> None:
         """Overwrite bytes already written (a local header whose CRC-32 is now known)."""
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(self.fd, view, offset)
-            view, offset = view[written:], offset + written
+        _pwrite_all(self.fd, memoryview(data), offset)
+
+
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 class _OutputDigest:
@@ -577,8 +646,8 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     except OSError as exc:
         raise ZipAppendError(f"cannot write {output}: {exc.strerror or exc}") from exc
     _drop_cached(output)
+    sink = _Sink(fd, tmp)
     try:
-        sink = _Sink(fd)
         with _Workers() as workers:
             base_sha = hashlib.sha256()
             base_read = _read_whole(base, store.file_size, sink, workers, base_sha.update)
@@ -607,12 +676,14 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
             sha256 = digest.hexdigest()  # a read-back, from the page cache, may outlast the fsync
             infos = base_infos + [e.info(heard) for e in written_entries]
             renamed = os.fstat(fd)  # the rename moves the ctime; anything else means another writer
+        sink.close_direct()
         os.close(fd)
         fd = -1
         if (renamed.st_size, renamed.st_mtime_ns) != (written.st_size, written.st_mtime_ns):
             # a read-back may have seen the other writer's bytes: no digest of this file can be vouched for
             raise ZipAppendError(f"{output} was written to while being packaged; package again")
     except BaseException as exc:
+        sink.close_direct()
         if fd >= 0:
             os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -701,11 +772,13 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
         offset, start, checkpoint = _header(sink, _Pending(entry, size, 0 if recorded is None else recorded[1]),
                                             align, date, dtime, final=recorded is not None)
         crc = _Crc()
+        # a final header: the output's digest is taken as written, nothing reads these bytes back (O_DIRECT)
+        final = recorded is not None
         if recorded is not None and recorded[2]:  # settled: the stat vouches for the recorded CRC-32
             crc.value = recorded[1]
-            _copy(entry.path, f, size, sink, workers, [])
+            _copy(entry.path, f, size, sink, workers, [], direct=final)
         else:
-            _copy(entry.path, f, size, sink, workers, [(workers.digest, crc.update)])
+            _copy(entry.path, f, size, sink, workers, [(workers.digest, crc.update)], direct=final)
         _unchanged(entry.path, f, before)
     digest: _ReadBack | str
     if recorded is not None and crc.value == recorded[1]:
