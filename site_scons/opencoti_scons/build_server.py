@@ -338,7 +338,7 @@ class Server:
     def _reader_reading(self) -> bool:
         """Whether the lock's holder is this server's reader, reading: it writes nothing a null answer checks but a
         patch series it applies, which the check would see (the answer is then a run's, once it has read)."""
-        if self.reader is None or self.reader.ready or build_lock.holder(self.build_dir) != self.reader.pid:
+        if self.reader is None or self.reader.ready or build_lock.holder_now(self.build_dir) != self.reader.pid:
             return False
         said, _, _ = select.select([self.reader.channel], [], [], 0)
         return not said  # "ready" (or its end) waiting: it let go of the lock, which another run may hold now

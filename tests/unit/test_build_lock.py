@@ -5,6 +5,7 @@ In-process checks of the core here; the real builds and tools: tests/integration
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 from pathlib import Path
 
@@ -43,12 +44,24 @@ def test_a_refused_run_removes_what_it_created_and_never_another_runs_cache_entr
         Path(".opencoti/cache/AB/ab12")]  # only the config this run wrote is gone
 
 
-def test_the_lock_file_names_its_last_holder(tmp_path: Path) -> None:
-    """A build server tells its own reader (which holds the lock while it reads) from another run by this pid."""
+def test_the_lock_file_names_its_last_holder_and_the_kernel_its_holder_now(tmp_path: Path) -> None:
+    """A build server tells its own reader (which holds the lock while it reads) from another run by its pid."""
     assert build_lock.holder(tmp_path / "b") is None  # no lock file yet
+    assert build_lock.holder_now(tmp_path / "b") is None
     build_lock.acquire(tmp_path / "b", say=lambda line: None)
     try:
-        assert build_lock.holder(tmp_path / "b") == os.getpid()
+        assert build_lock.holder(tmp_path / "b") == build_lock.holder_now(tmp_path / "b") == os.getpid()
     finally:
         build_lock.release(tmp_path / "b")
         atexit.unregister(build_lock._say_if_lost)
+    assert build_lock.holder(tmp_path / "b") == os.getpid()  # the file names the last holder
+    assert build_lock.holder_now(tmp_path / "b") is None  # nobody holds it
+    # the moment between the flock and the pid written: the file names the last holder, the kernel the new one
+    (tmp_path / "b" / build_lock.LOCK_NAME).write_text("1\n")
+    fd = os.open(tmp_path / "b" / build_lock.LOCK_NAME, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert build_lock.holder(tmp_path / "b") == 1
+        assert build_lock.holder_now(tmp_path / "b") == os.getpid()
+    finally:
+        os.close(fd)

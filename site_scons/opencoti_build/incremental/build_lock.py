@@ -120,6 +120,27 @@ def holder(build_dir: Path | str) -> int | None:
     return int(named) if named else None
 
 
+def holder_now(build_dir: Path | str) -> int | None:
+    """The pid that holds ``build_dir``'s lock at this moment, None when no process does: the kernel's own record
+    (/proc/locks). The file's pid is written just after the lock is taken, so for that moment :func:`holder`
+    still names the last holder (or nobody); this never does. Where /proc/locks cannot be read: :func:`holder`."""
+    try:
+        st = os.stat(Path(build_dir) / LOCK_NAME)
+    except OSError:
+        return None
+    try:
+        with open("/proc/locks", encoding="ascii") as locks:
+            lines = locks.read().splitlines()
+    except OSError:
+        return holder(build_dir)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:  # "1: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF"; a waiter's line has "->"
+        fields = line.split()
+        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == key:
+            return int(fields[4])
+    return None
+
+
 def lost(path: Path, fd: int) -> bool:
     """True when ``path`` is no longer the file locked through ``fd`` (removed or replaced meanwhile)."""
     try:
