@@ -706,6 +706,8 @@ def _drop_cached(output: Path) -> None:
         return
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:  # advice: a filesystem that takes none loses nothing
+        pass
     finally:
         os.close(fd)
 
