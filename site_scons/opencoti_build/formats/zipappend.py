@@ -307,25 +307,18 @@ def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, upda
             for last in busy[turn]:
                 last.result()  # this buffer's last chunk is hashed: it may be filled again
             wanted = min(length, _CHUNK)
-            if direct and sink.can_write_direct():
-                got = os.preadv(fd, [view[:wanted]], offset)
-                if not got:
-                    raise ZipAppendError(f"{path} shrank while being packaged; package again")
-                chunk = view[:got]
-                busy[turn] = [thread.submit(update, chunk) for thread, update in updates]
-                busy[turn] += sink.write_direct(chunk, workers)
-                offset += got
-                length -= got
-                turn = (turn + 1) % len(workers.buffers)
-                continue
-            copied = sink.copy_range(fd, offset, wanted, workers) if workers.kernel_copy else 0
+            straight = direct and sink.can_write_direct()
+            copied = sink.copy_range(fd, offset, wanted, workers) if workers.kernel_copy and not straight else 0
             got = os.preadv(fd, [view[:copied or wanted]], offset)
             if not got or got < copied:
                 raise ZipAppendError(f"{path} shrank while being packaged; package again")
             chunk = view[:got]
             busy[turn] = [thread.submit(update, chunk) for thread, update in updates]
-            busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
-            workers.write_back(sink.fd)
+            if straight:
+                busy[turn] += sink.write_direct(chunk, workers)
+            else:
+                busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
+                workers.write_back(sink.fd)
             offset += got
             length -= got
             turn = (turn + 1) % len(workers.buffers)
