@@ -5,7 +5,6 @@ In-process checks of the core here; the real builds and tools: tests/integration
 from __future__ import annotations
 
 import errno
-import fcntl
 import hashlib
 import os
 import random
@@ -386,11 +385,27 @@ def _recorded_as_read(tmp_path: Path) -> tuple[list[Entry], dict[Path, tuple[os.
     return entries, heard
 
 
+def _dropped(monkeypatch) -> list[tuple[int, int | None]]:
+    """The (offset, end) ranges of the page cache the writer drops (POSIX_FADV_DONTNEED), as it drops them; an end
+    of None: to the end of the file."""
+    ranges: list[tuple[int, int | None]] = []
+    fadvise = os.posix_fadvise
+
+    def recorded(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_DONTNEED:
+            ranges.append((offset, offset + length if length else None))
+        fadvise(fd, offset, length, advice)
+
+    monkeypatch.setattr(zipappend.os, "posix_fadvise", recorded)
+    return ranges
+
+
 @pytest.mark.parametrize("settled", [False, True])
-def test_recorded_digests_make_the_output_digest_as_written_and_write_the_entries_with_o_direct(
+def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_cache_behind_it(
         tmp_path: Path, monkeypatch, settled: bool) -> None:
-    """Read once each: for the output's digest, and for its CRC-32 only while the record was not settled. The base
-    (its header not the entries') goes in the kernel; each entry's whole blocks with O_DIRECT, nothing read back."""
+    """Read once each: for the output's digest, and for its CRC-32 only while the record was not settled. Every
+    data byte goes in the kernel, nothing is read back, and the output's page cache is dropped behind the
+    writeback, all of it: nothing will read it again."""
     base, _ = _golden_inputs(tmp_path)
     entries, heard = _recorded_as_read(tmp_path)
     assert {p.name for p in heard} == {"model.gguf", "tool", "empty", "notes"}
@@ -414,21 +429,13 @@ def test_recorded_digests_make_the_output_digest_as_written_and_write_the_entrie
         copied.append(n)
         return n
 
-    direct: list[int] = []
-    write_direct = zipappend._Sink._pwrite_direct
-
-    def counted_direct(sink: zipappend._Sink, data: memoryview, pos: int) -> None:
-        assert pos % zipappend._DIRECT_ALIGN == len(data) % zipappend._DIRECT_ALIGN == 0
-        direct.append(len(data))
-        write_direct(sink, data, pos)
-
     def no_read_back(*args: object) -> None:
         raise AssertionError("the output was read back")
 
     monkeypatch.setattr(zipappend.os, "copy_file_range", counted)
     monkeypatch.setattr(zipappend._ReadBack, "_read_back", no_read_back)
     monkeypatch.setattr(zipappend._Crc, "update", counted_crc)
-    monkeypatch.setattr(zipappend._Sink, "_pwrite_direct", counted_direct)
+    dropped = _dropped(monkeypatch)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=known)
     assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
@@ -437,45 +444,29 @@ def test_recorded_digests_make_the_output_digest_as_written_and_write_the_entrie
         with open(path, "rb") as f:
             return [length for _, length, is_data in zipappend._extents(f.fileno(), path.stat().st_size) if is_data]
 
-    assert sum(copied) == sum(data_runs(base)) > 0
-    runs = [length for path in heard for length in data_runs(path)]
-    assert all(length <= zipappend._CHUNK for length in runs)  # one chunk each: a tail is what is not whole blocks
-    assert sum(direct) == sum(length - length % zipappend._DIRECT_ALIGN for length in runs) > 0
+    assert sum(copied) == sum(data_runs(base)) + sum(length for path in heard for length in data_runs(path)) > 0
     entries_size = sum(p.stat().st_size for p in heard)  # holes included: they are hashed as zeros
     assert sum(checked) == (0 if settled else entries_size)
+    # one range after another (each from the page the last one ended in: the kernel drops whole pages), from the
+    # start to the end of the file: the whole output leaves the page cache
+    assert dropped and dropped[0][0] == 0 and dropped[-1][1] is None
+    assert all(later[0] == earlier[1] - earlier[1] % zipappend._PAGE for earlier, later in zip(dropped, dropped[1:]))
     with zipfile.ZipFile(tmp_path / "out") as archive:
         assert archive.testzip() is None
 
 
-@pytest.mark.parametrize("refusal", ["open", "write"])
-def test_a_filesystem_that_refuses_o_direct_gets_the_same_bytes_through_the_page_cache(tmp_path: Path, monkeypatch,
-                                                                                        refusal: str) -> None:
-    """tmpfs before Linux 6.6 refuses the open; a device whose blocks are larger than 4 KiB refuses the writes."""
-    base, _ = _golden_inputs(tmp_path)
-    entries, heard = _recorded_as_read(tmp_path)
-    refused: list[str] = []
-    real_open, real_pwrite = os.open, os.pwrite
-
-    def no_direct_open(path: object, flags: int, *rest: object) -> int:
-        if flags & os.O_DIRECT:
-            refused.append("open")
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_open(path, flags, *rest)
-
-    def no_direct_write(fd: int, data: object, offset: int) -> int:
-        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
-            refused.append("write")
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_pwrite(fd, data, offset)
-
-    monkeypatch.setattr(zipappend.os, "open", no_direct_open if refusal == "open" else real_open)
-    monkeypatch.setattr(zipappend.os, "pwrite", no_direct_write)
-    result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH,
-                    known=lambda path, st: (*heard[path][1:], True) if path in heard else None)
-    # the open is tried once; a refused write stops the ones after it (those already queued are refused too)
-    assert refused == ["open"] if refusal == "open" else set(refused) == {"write"}
-    assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
+def test_the_page_cache_from_a_placeholder_header_on_is_kept_for_the_read_back(tmp_path: Path, monkeypatch) -> None:
+    """A new file's header is patched after its data: from there on the output is read back for its digest, from
+    the page cache, so only what lies before that header is dropped."""
+    base, entries = _golden_inputs(tmp_path)
+    dropped = _dropped(monkeypatch)
+    result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH)
     assert result.sha256 == GOLDEN[4096]
+    first_file = min(e.data_offset for e in result.entries if e.appended and e.name != ".args")
+    ends = [end for _, end in dropped]
+    assert dropped and dropped[0][0] == 0 and None not in ends
+    assert max(ends) < first_file  # the model's header and all after it: kept
+    assert max(ends) > os.stat(base).st_size  # the base: dropped
 
 
 def test_a_recorded_crc_of_other_bytes_is_caught_and_the_digests_are_taken_again(tmp_path: Path) -> None:
