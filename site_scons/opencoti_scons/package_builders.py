@@ -41,7 +41,7 @@ def _write_artifact(target, source, env):
     except manifests.ManifestError:
         previous = None
     digests = env["FILE_DIGESTS"]
-    digests.keep_in(Path(env["BUILD_DIR"], file_digests.RECORD_NAME))  # an unchanged model's CRC-32: no read-back
+    digests.keep_in(Path(env["BUILD_DIR"], file_digests.RECORD_NAME))  # an unchanged model's digests: read once, not twice
     try:
         artifact = Path(target[0].abspath)
         packaged = provenance.import_beside(lambda: packaging.write_artifact(

@@ -150,10 +150,9 @@ def test_the_output_replaced_leaves_the_page_cache_as_the_copy_begins_and_stays_
         assert "more" in archive.namelist()
 
 
-def test_an_output_leaves_the_page_cache_once_on_the_disk_but_what_is_read_back(tmp_path: Path) -> None:
-    """Recorded digests: the output's digest is taken as written and nothing reads it back, so none of it stays
-    cached. A new model: its header is patched after its data and the output read back from there on, so that
-    much stays cached."""
+def test_an_output_leaves_the_page_cache_once_on_the_disk(tmp_path: Path) -> None:
+    """Nothing reads it back (a new model is read for its digests before it is copied; a recorded one is not), so
+    none of it stays cached, where the model read stays."""
     if shutil.which("fincore") is None:
         pytest.skip("no fincore (util-linux) to see the page cache with")
     model = tmp_path / "model.gguf"
@@ -164,14 +163,10 @@ def test_an_output_leaves_the_page_cache_once_on_the_disk_but_what_is_read_back(
         if crc32 is not None:
             recorded[path] = (sha256, crc32)
 
-    first_path = tmp_path / "first"
-    first = append(PLEDGE, [Entry.file(model)], first_path, on_digest=hear)
-    cached = _cached_bytes(first_path)
-    start = first.entry("model.gguf").data_offset
-    if cached == 0:
-        pytest.skip(f"{tmp_path}'s filesystem keeps no page cache of what is written")
-    # the model's data kept; of the base (640 KiB) at most the pages (or large folios) the header's range shares
-    assert first_path.stat().st_size - start <= cached <= first_path.stat().st_size - start + (64 << 10)
+    first = append(PLEDGE, [Entry.file(model)], tmp_path / "first", on_digest=hear)
+    if _cached_bytes(model) == 0:
+        pytest.skip(f"{tmp_path}'s filesystem keeps no page cache")
+    assert _cached_bytes(tmp_path / "first") == 0
     out = tmp_path / "out"
     result = append(PLEDGE, [Entry.file(model)], out, known=lambda path, st: (*recorded[path], True))
     assert _cached_bytes(out) == 0

@@ -390,8 +390,8 @@ def test_package_killed_at_a_random_moment_leaves_pairs_that_verify(package_spac
     ws = package_space
     rng = random.Random(f"{seed}-package-{trial}")
     model, args = ws.root / "model.gguf", ws.root / "model.args"
-    # a new model (its header patched after its data, the digests read back through the page cache), or only a new
-    # .args: the model's digests recorded, the artifact's digest taken as it is written, its page cache dropped
+    # a new model (read for its digests, then copied), or only a new .args (the model's digests recorded: copied
+    # and read once); the artifact's digest taken as it is written either way
     if not model.exists() or rng.random() < 0.5:
         write_gguf(model, values=(8 << 20) + 4096 * trial)  # 32 MiB of weights, other bytes every trial
     args.write_text(f"-m\n/zip/model.gguf\n--ctx-size\n{512 + trial}\n")

@@ -400,6 +400,25 @@ def _dropped(monkeypatch) -> list[tuple[int, int | None]]:
     return ranges
 
 
+def _reads(monkeypatch) -> dict[str, int]:
+    """Bytes the writer's preadv calls return, by the name of the file read (its temporary output included)."""
+    read: dict[str, int] = {}
+    preadv = os.preadv
+
+    def counted(fd: int, buffers: list, offset: int) -> int:
+        got = preadv(fd, buffers, offset)
+        name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+        read[name] = read.get(name, 0) + got
+        return got
+
+    monkeypatch.setattr(zipappend.os, "preadv", counted)
+    return read
+
+
+def _output_reads(read: dict[str, int], output: str) -> int:
+    return sum(n for name, n in read.items() if name.startswith(f".{output}."))
+
+
 @pytest.mark.parametrize("settled", [False, True])
 def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_cache_behind_it(
         tmp_path: Path, monkeypatch, settled: bool) -> None:
@@ -429,13 +448,10 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
         copied.append(n)
         return n
 
-    def no_read_back(*args: object) -> None:
-        raise AssertionError("the output was read back")
-
     monkeypatch.setattr(zipappend.os, "copy_file_range", counted)
-    monkeypatch.setattr(zipappend._ReadBack, "_read_back", no_read_back)
     monkeypatch.setattr(zipappend._Crc, "update", counted_crc)
     dropped = _dropped(monkeypatch)
+    read = _reads(monkeypatch)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=known)
     assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
@@ -447,6 +463,7 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
     assert sum(copied) == sum(data_runs(base)) + sum(length for path in heard for length in data_runs(path)) > 0
     entries_size = sum(p.stat().st_size for p in heard)  # holes included: they are hashed as zeros
     assert sum(checked) == (0 if settled else entries_size)
+    assert read["model.gguf"] == sum(data_runs(tmp_path / "model.gguf")) and _output_reads(read, "out") == 0
     # one range after another (each from the page the last one ended in: the kernel drops whole pages), from the
     # start to the end of the file: the whole output leaves the page cache
     assert dropped and dropped[0][0] == 0 and dropped[-1][1] is None
@@ -455,18 +472,21 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
         assert archive.testzip() is None
 
 
-def test_the_page_cache_from_a_placeholder_header_on_is_kept_for_the_read_back(tmp_path: Path, monkeypatch) -> None:
-    """A new file's header is patched after its data: from there on the output is read back for its digest, from
-    the page cache, so only what lies before that header is dropped."""
+def test_a_new_file_is_read_for_its_digests_then_copied_and_the_output_never_read(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    """Its header's CRC-32 must be final before its data: the file is read for its CRC-32 and SHA-256 first, then
+    copied as a recorded one is, the output's digest taken as written; its page cache is dropped whole."""
     base, entries = _golden_inputs(tmp_path)
     dropped = _dropped(monkeypatch)
+    read = _reads(monkeypatch)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH)
-    assert result.sha256 == GOLDEN[4096]
-    first_file = min(e.data_offset for e in result.entries if e.appended and e.name != ".args")
-    ends = [end for _, end in dropped]
-    assert dropped and dropped[0][0] == 0 and None not in ends
-    assert max(ends) < first_file  # the model's header and all after it: kept
-    assert max(ends) > os.stat(base).st_size  # the base: dropped
+    assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
+    model = tmp_path / "model.gguf"
+    assert result.entry("model.gguf").sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+    with open(model, "rb") as f:  # holes are seeked over, never read
+        data = sum(length for _, length, is_data in zipappend._extents(f.fileno(), model.stat().st_size) if is_data)
+    assert read["model.gguf"] == 2 * data and _output_reads(read, "out") == 0
+    assert dropped and dropped[0][0] == 0 and dropped[-1][1] is None
 
 
 def test_a_recorded_crc_of_other_bytes_is_caught_and_the_digests_are_taken_again(tmp_path: Path) -> None:

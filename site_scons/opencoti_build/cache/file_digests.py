@@ -99,7 +99,7 @@ class Digests:
                 with os.fdopen(fd, "w") as out:
                     out.write(json.dumps({"format": _FORMAT, "files": files}, indent=0) + "\n")
                 os.replace(staged, self._record)
-            except OSError:  # a record not kept costs the next repackage one read-back, nothing else
+            except OSError:  # a record not kept costs the next repackage one read of the model, nothing else
                 if staged is not None:
                     staged.unlink(missing_ok=True)
 

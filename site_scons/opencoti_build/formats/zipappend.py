@@ -7,28 +7,29 @@ entries and the new ones. Offsets are absolute, as cosmopolitan's zip store expe
 structures appear only where a value does not fit, so ordinary artifacts stay readable by
 readers without zip64 support.
 
-Each input is read once. Its bytes go to the output with ``copy_file_range`` where the kernel offers it (a
+Each input is copied once. Its bytes go to the output with ``copy_file_range`` where the kernel offers it (a
 reflink-capable filesystem then copies no data; elsewhere the kernel copies several times faster than read and
 write through Python's buffers) and are read once from the page cache the copy filled, into a few fixed buffers,
-for the digests: CRC-32 on a thread of its own (zlib and hashlib release the GIL). Memory use is constant; holes
+for the digests, each on a thread of its own (zlib and hashlib release the GIL). Memory use is constant; holes
 in sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
 
 The output is written back to the disk from the first chunk on (an fdatasync kept in flight), and the page cache
-of what is on the disk is dropped behind it, up to where anything will read the output back (below): nothing
-reads those pages again, and the frames the copy takes next are the ones just freed, reused at once, where fresh
-ones cost the kernel (and a VM's host) several times more. On this VM a 3 GiB copy then costs 1.1-1.5 s; kept in
-the page cache 2.5-8 s, written with O_DIRECT (one write in flight) 2.1-2.4 s.
+of what is on the disk is dropped behind it: nothing reads those pages again, and the frames the copy takes next
+are the ones just freed, reused at once, where fresh ones cost the kernel (and a VM's host) several times more.
+On this VM a 3 GiB copy then costs 1.1-1.5 s; kept in the page cache 2.5-8 s, written with O_DIRECT (one write in
+flight: ext4 serialises O_DIRECT writes that allocate blocks) 2.1-2.4 s.
 
-The output's own SHA-256 is taken on a thread of its own, in file order, from the bytes as they are written: so
-each local header must be final before its data. It is when the entry's CRC-32 is known up front: a blob, or a
-file whose SHA-256 and CRC-32 ``known`` still vouches for (the packager records them with the file's stat
-identity, so a repackage with the same model knows them); the recorded SHA-256 is the entry's. The CRC-32 of the
-bytes copied is checked against the recorded one unless the record was settled (taken at least a timestamp tick
-after the file's last change, files.settled: no later write can then keep its stat), so a settled model is read
-once for the output's digest alone. A file whose CRC-32 is not known gets a placeholder
-header, filled in after its data: from that header on, the output's digest is read back from the output (just
-written, so from the page cache), and the entry's own SHA-256 is read back beside it, a core each, beside the
-fsync. The zip format puts the CRC before the data, so nothing can hash those bytes in order any earlier.
+The output's own SHA-256 is taken on a thread of its own, in file order, from the bytes as they are written;
+nothing is read back from the output (that would verify nothing about the disk: ``verify`` re-reads on demand).
+So each local header, CRC-32 included, must be final before its data. A blob's is. A file's is when ``known``
+still vouches for its SHA-256 and CRC-32 (the packager records them with the file's stat identity, so a
+repackage with the same model knows them): the CRC-32 of the bytes copied is checked against the recorded one
+unless the record was settled (taken at least a timestamp tick after the file's last change, files.settled: no
+later write can then keep its stat), so a settled model is read once, for the output's digest alone. A file
+without such a record is read first for its CRC-32 and SHA-256 (a thread each), then copied as a recorded one
+is: the file is read twice, the output never. A record that was not settled and proves wrong (a write within one
+timestamp tick kept the stat) has its entry written again from its header, the output's digest taken again
+from there.
 
 An input that changes while it is read is caught by its stat: size, mtime and ctime (ns), inode,
 taken before and after the read on the open file, must agree. Any write, truncation or chmod moves
@@ -218,11 +219,10 @@ class _Crc:
 
 
 class _Workers:
-    """The helper threads: one for an input's CRC-32 (and the base's SHA-256), one that reads an entry back for its
-    SHA-256 once its CRC-32 is known (beside the output's read-back: a core each), one that takes the output's
-    SHA-256 in file order (as written, or read back), one that writes the output back to disk (fsync) while the
-    copy and the digests go on, dropping the page cache behind it, then lets go of the output it replaced
-    (:func:`_close_replaced`).
+    """The helper threads: one for an input's CRC-32 (and the base's SHA-256), one for a file's SHA-256 while it is
+    read for its digests (beside its CRC-32: a core each), one that takes the output's SHA-256 in file order as it
+    is written, and one that writes the output back to disk (fsync) while the copy and the digests go on, dropping
+    the page cache behind it, then lets go of the output it replaced (:func:`_close_replaced`).
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
     queued work is cancelled and running work awaited, so no thread outlives the files it uses.
@@ -244,12 +244,12 @@ class _Workers:
         instead of taking GiBs of dirty pages at the end (the kernel starts on its own only past its dirty
         threshold)."""
         if self.flush is None or self.flush.done():
-            self._settle()
+            self.settle()
             self.flush = self.writeback.submit(_write_back, sink, sink.pos)
 
     def durable(self, sink: _Sink) -> None:
-        """fsync the output once the writeback in flight is done (the read-back goes on meanwhile)."""
-        self._settle()
+        """fsync the output once the writeback in flight is done."""
+        self.settle()
         os.fsync(sink.fd)
         sink.drop_clean(None)
 
@@ -258,8 +258,8 @@ class _Workers:
 
         Freeing GiBs is no instant: with the ``discard`` mount option the kernel trims them first (0.4 s for
         3 GiB here, waiting on the disk). An open descriptor of the old file keeps its inode alive through the
-        rename, so the freeing happens at its close: on the writeback thread, beside the output's read-back,
-        and for a big file in a process of its own (:func:`_close_replaced`)."""
+        rename, so the freeing happens at its close: on the writeback thread, and for a big file in a process of
+        its own (:func:`_close_replaced`)."""
         try:
             old = os.open(output, os.O_PATH)
         except OSError:  # no output yet (or none we may see): the rename frees nothing
@@ -270,7 +270,8 @@ class _Workers:
             if old >= 0:
                 self.freeing.append((self.writeback.submit(_close_replaced, old), old))
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
+        """Wait for the writeback in flight."""
         if self.flush is not None:
             self.flush.result()  # an I/O error is reported to one fdatasync/fsync only: raise it here
 
@@ -293,12 +294,13 @@ def _write_back(sink: _Sink, upto: int) -> None:
     sink.drop_clean(upto)
 
 
-def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, updates: Sequence[Update]) -> None:
-    """Write ``f``'s first ``size`` bytes to ``sink``; each update sees them all, in order, on its own thread.
+def _copy(path: Path, f: FileIO, size: int, sink: _Sink | None, workers: _Workers,
+          updates: Sequence[Update]) -> None:
+    """Read ``f``'s first ``size`` bytes once; each update sees them all, in order, on its own thread.
 
-    The bytes go with copy_file_range while the kernel can (a reflink-capable filesystem copies no data; on
-    others it is several times faster than read and write through Python's buffers here), and are then read
-    once, from the page cache the copy filled, for the digests."""
+    With a ``sink`` they are written to it: with copy_file_range while the kernel can (a reflink-capable filesystem
+    copies no data; on others it is several times faster than read and write through Python's buffers here), then
+    read once, from the page cache the copy filled, for the digests (the output's among them)."""
     busy: list[list[Future]] = [[] for _ in workers.buffers]
     zeros: list[Future] = []
     turn = 0
@@ -306,21 +308,23 @@ def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers, upda
     for offset, length, is_data in _extents(fd, size):
         if not is_data:
             zeros += [thread.submit(_hash_zeros, length, update) for thread, update in updates]
-            sink.hole(length)
+            if sink is not None:
+                sink.hole(length)
             continue
         while length:
             view = workers.buffers[turn]
             for last in busy[turn]:
                 last.result()  # this buffer's last chunk is hashed: it may be filled again
             wanted = min(length, _CHUNK)
-            copied = sink.copy_range(fd, offset, wanted, workers) if workers.kernel_copy else 0
+            copied = sink.copy_range(fd, offset, wanted, workers) if sink is not None and workers.kernel_copy else 0
             got = os.preadv(fd, [view[:copied or wanted]], offset)
             if not got or got < copied:
                 raise ZipAppendError(f"{path} shrank while being packaged; package again")
             chunk = view[:got]
             busy[turn] = [thread.submit(update, chunk) for thread, update in updates]
-            busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
-            workers.write_back(sink)
+            if sink is not None:
+                busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
+                workers.write_back(sink)
             offset += got
             length -= got
             turn = (turn + 1) % len(workers.buffers)
@@ -335,24 +339,12 @@ class _Sink:
         self.fd, self.path = fd, path
         self.pos = 0
         self.digest: _OutputDigest | None = None  # from the end of the base on (the base's own digest is its start)
-        self.keep_from: int | None = None  # where the output will be read back from: its pages are kept
         self.dropped = 0  # the page cache before this is dropped (on the writeback thread)
 
-    def read_back_from(self, offset: int, checkpoint: Future | None = None) -> None:
-        """From ``offset`` on (a header to be patched) the output's digest is read back from the output, from
-        ``checkpoint``'s digest if given: its pages are kept from there on."""
-        if self.keep_from is None:
-            self.keep_from = offset
-        assert self.digest is not None
-        self.digest.read_back_from(offset, checkpoint)
-
     def drop_clean(self, upto: int | None) -> None:
-        """Drop the output's page cache before ``upto`` (None: to its end), on the disk by now, but for what will
-        be read back (from ``keep_from`` on). Advice: what it drops is read from the disk if ever needed, and a
-        filesystem may take none. The kernel drops only the pages wholly inside a range, so each range starts at
-        the page the last one ended in."""
-        if self.keep_from is not None:
-            upto = self.keep_from if upto is None else min(upto, self.keep_from)
+        """Drop the output's page cache before ``upto`` (None: to its end), on the disk by now: nothing reads it
+        again. Advice: what it drops is read from the disk if ever needed, and a filesystem may take none. The
+        kernel drops only the pages wholly inside a range, so each range starts at the page the last one ended in."""
         start = self.dropped - self.dropped % _PAGE
         if upto is not None and upto <= start:
             return
@@ -398,80 +390,43 @@ class _Sink:
         if self.digest is not None:
             self.digest.zeros(length)
 
-    def patch(self, offset: int, data: bytes) -> None:
-        """Overwrite bytes already written (a local header whose CRC-32 is now known)."""
-        _pwrite_all(self.fd, memoryview(data), offset)
-
-
-def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
+    def rewind(self, offset: int, checkpoint: Future, workers: _Workers) -> None:
+        """Go back to ``offset`` (a header whose entry is written again): what follows is cut off (the copy seeks
+        over holes, so bytes left there would stay), and the output's digest goes on from ``checkpoint``, its state
+        there."""
+        assert self.digest is not None
+        workers.settle()  # no drop of the page cache runs on beside the cut
+        self.digest.restore(checkpoint)
+        os.ftruncate(self.fd, offset)
+        self.pos = os.lseek(self.fd, offset, os.SEEK_SET)
+        self.dropped = min(self.dropped, offset)
 
 
 class _OutputDigest:
-    """The output's SHA-256 in file order on one thread: from the bytes as written while every header before them
-    is final; from an entry whose CRC-32 comes only after its data on, read back from the output (once final)."""
+    """The output's SHA-256, fed in file order on one thread from the bytes as they are written."""
 
-    def __init__(self, fd: int, sha: hashlib._Hash, thread: ThreadPoolExecutor) -> None:
-        self.fd, self.sha, self.thread = fd, sha, thread
-        self.readback: _ReadBack | None = None
+    def __init__(self, sha: hashlib._Hash, thread: ThreadPoolExecutor) -> None:
+        self.sha, self.thread = sha, thread
 
-    def written(self, data: bytes | memoryview) -> Future | None:
-        return None if self.readback is not None else self.thread.submit(self.sha.update, data)
+    def written(self, data: bytes | memoryview) -> Future:
+        return self.thread.submit(self.sha.update, data)
 
     def zeros(self, length: int) -> None:
-        if self.readback is None:
-            self.thread.submit(_hash_zeros, length, self.sha.update)
+        self.thread.submit(_hash_zeros, length, self.sha.update)
 
     def checkpoint(self) -> Future:
-        """The digest so far (a copy, taken in order on the thread): where to start again if a header proves wrong."""
+        """The digest so far (a copy, taken in order on the thread): where to go on from if an entry is written
+        again."""
         return self.thread.submit(lambda: self.sha.copy())
 
-    def read_back_from(self, offset: int, checkpoint: Future | None = None) -> None:
-        """From ``offset`` on (a header to be patched), read the output back; from ``checkpoint``'s digest if given.
-        Once reading back, it goes on from where it is: every later byte is read back in turn."""
-        if self.readback is not None:
-            return
-        sha = checkpoint.result() if checkpoint is not None else self.sha
-        self.readback = _ReadBack(self.fd, offset, sha, self.thread)
-
-    def through(self, end: int) -> None:
-        if self.readback is not None:
-            self.readback.through(end)
-
-    def hexdigest(self) -> str:
-        if self.readback is not None:
-            return self.readback.hexdigest()
+    def restore(self, checkpoint: Future) -> None:
+        """Go on from ``checkpoint``'s state, once the updates queued before it (of bytes now cut off) are done."""
+        state = checkpoint.result()
         self.thread.submit(lambda: None).result()
-        return self.sha.hexdigest()
-
-
-class _ReadBack:
-    """The SHA-256 of the output from ``start`` on, read back in order on ``thread`` up to where the bytes are final."""
-
-    def __init__(self, fd: int, start: int, sha: hashlib._Hash, thread: ThreadPoolExecutor) -> None:
-        self.fd, self.pos, self.sha, self.thread = fd, start, sha, thread
-        self.buffer = memoryview(bytearray(_CHUNK))
-        self.queued: list[Future] = []
-
-    def through(self, end: int) -> None:
-        """Hash the output's bytes up to ``end`` once earlier work is done (they will not change again)."""
-        self.queued.append(self.thread.submit(self._read_back, end))
-
-    def _read_back(self, end: int) -> None:
-        while self.pos < end:
-            got = os.preadv(self.fd, [self.buffer[:min(end - self.pos, _CHUNK)]], self.pos)
-            if not got:  # past the end of the file so far: a hole the writer has seeked over
-                _hash_zeros(end - self.pos, self.sha.update)
-                self.pos = end
-                return
-            self.sha.update(self.buffer[:got])
-            self.pos += got
+        self.sha = state
 
     def hexdigest(self) -> str:
-        for work in self.queued:
-            work.result()
+        self.thread.submit(lambda: None).result()
         return self.sha.hexdigest()
 
 
@@ -630,33 +585,31 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
             base_read = _read_whole(base, store.file_size, sink, workers, base_sha.update)
             if store.file_size == base_read.st_size:  # read whole
                 heard(base, base_read, base_sha.hexdigest())
-            digest = sink.digest = _OutputDigest(fd, base_sha.copy(), workers.output)  # the output begins with the base
+            digest = sink.digest = _OutputDigest(base_sha.copy(), workers.output)  # the output begins with the base
             records = [r.raw for r in store.records]
             written_entries = []
             for entry in entries:
                 written_entry, record = _write_entry(sink, entry, workers, align=align, date=date, dtime=dtime,
                                                      known=known)
-                digest.through(sink.pos)
                 written_entries.append(written_entry)
                 records.append(record)
             cd_offset = sink.pos
             for record in records:
                 sink.write(record)
             sink.write(_end_records(len(records), cd_offset, sink.pos - cd_offset))
-            digest.through(sink.pos)
             os.fchmod(fd, mode)
             workers.durable(sink)  # every byte on the disk before the name points at it
             written = os.fstat(fd)
             if before_replace is not None:
                 before_replace()
             workers.replace(tmp, output)
-            sha256 = digest.hexdigest()  # a read-back, from the page cache, may outlast the fsync
+            sha256 = digest.hexdigest()  # the central directory's update may outlast the fsync
             infos = base_infos + [e.info(heard) for e in written_entries]
             renamed = os.fstat(fd)  # the rename moves the ctime; anything else means another writer
         os.close(fd)
         fd = -1
         if (renamed.st_size, renamed.st_mtime_ns) != (written.st_size, written.st_mtime_ns):
-            # a read-back may have seen the other writer's bytes: no digest of this file can be vouched for
+            # the digest is of the bytes written here, not of the other writer's: it vouches for nothing
             raise ZipAppendError(f"{output} was written to while being packaged; package again")
     except BaseException as exc:
         if fd >= 0:
@@ -752,22 +705,29 @@ def _read_whole(path: Path, size: int, sink: _Sink, workers: _Workers,
 
 @dataclass
 class _WrittenEntry:
-    """An entry in the output; a file entry's SHA-256 may still be being read back from there."""
+    """An entry in the output."""
 
     entry: Entry
     start: int
     size: int
     crc32: int
-    digest: _ReadBack | str
+    sha256: str
     read: os.stat_result | None = None  # a file entry's stat as it was read
     settled: bool = False  # ... taken a tick or more after the file's last change (files.settled)
 
     def info(self, heard: Digest) -> EntryInfo:
-        """The entry's info, once its digest is known; ``heard`` hears of a file entry's."""
-        sha256 = self.digest if isinstance(self.digest, str) else self.digest.hexdigest()
+        """The entry's info; ``heard`` hears of a file entry's digests."""
         if self.entry.path is not None and self.read is not None:
-            heard(self.entry.path, self.read, sha256, crc32=self.crc32, settled=self.settled)
-        return EntryInfo(self.entry.name, self.start, self.size, self.size, "stored", self.crc32, sha256, appended=True)
+            heard(self.entry.path, self.read, self.sha256, crc32=self.crc32, settled=self.settled)
+        return EntryInfo(self.entry.name, self.start, self.size, self.size, "stored", self.crc32, self.sha256,
+                         appended=True)
+
+
+def _digests(path: Path, f: FileIO, size: int, workers: _Workers) -> tuple[str, int]:
+    """The SHA-256 and CRC-32 of ``f``'s first ``size`` bytes, read once (a thread each)."""
+    sha, crc = hashlib.sha256(), _Crc()
+    _copy(path, f, size, None, workers, [(workers.entry, sha.update), (workers.digest, crc.update)])
+    return sha.hexdigest(), crc.value
 
 
 def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, date: int, dtime: int,
@@ -784,44 +744,36 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
     f, before = _open_input(entry.path)
     with f:
         size = before.st_size  # what the header's size fields (and zip64 extra) need
-        recorded = known(entry.path, before) if known is not None else None
-        assert sink.digest is not None  # the base is written: the output's digest has begun
-        # without a recorded CRC-32 the header's comes after the data: the output's digest reads back from it on
-        offset, start, checkpoint = _header(sink, _Pending(entry, size, 0 if recorded is None else recorded[1]),
-                                            align, date, dtime, final=recorded is not None)
-        crc = _Crc()
-        if recorded is not None and recorded[2]:  # settled: the stat vouches for the recorded CRC-32
-            crc.value = recorded[1]
-            _copy(entry.path, f, size, sink, workers, [])
-        else:
-            _copy(entry.path, f, size, sink, workers, [(workers.digest, crc.update)])
+        # (sha256, crc32, trusted): trusted when just read or recorded settled, else the CRC-32 is checked as copied
+        digests = known(entry.path, before) if known is not None else None
+        while True:
+            if digests is None:  # the header's CRC-32 must be final before the data: read the file for it first
+                digests = (*_digests(entry.path, f, size, workers), True)
+            sha256, crc32, trusted = digests
+            offset, start, checkpoint = _header(sink, _Pending(entry, size, crc32), align, date, dtime)
+            crc = _Crc()
+            _copy(entry.path, f, size, sink, workers, [] if trusted else [(workers.digest, crc.update)])
+            if trusted or crc.value == crc32:
+                break
+            # recorded for other bytes (a write within one timestamp tick kept the stat): written again, the
+            # digests read from the file
+            sink.rewind(offset, checkpoint, workers)
+            digests = None
         _unchanged(entry.path, f, before)
-    digest: _ReadBack | str
-    if recorded is not None and crc.value == recorded[1]:
-        digest = recorded[0]
-    else:  # the CRC-32 is known now: the entry's SHA-256 is read back beside the output's, a core each
-        sink.patch(offset, _local_header(_Pending(entry, size, crc.value), date, dtime))
-        if recorded is not None:  # recorded for other bytes (changed within one timestamp tick): the output's
-            assert checkpoint is not None  # digest reads back from this header on too
-            sink.read_back_from(offset, checkpoint)
-        digest = _ReadBack(sink.fd, start, hashlib.sha256(), workers.entry)
-        digest.through(start + size)
-    written = _WrittenEntry(entry, start, size, crc.value, digest, before, settled(before, looked_at))
-    return written, _central_record(_Pending(entry, size, crc.value), offset, date, dtime)
+    written = _WrittenEntry(entry, start, size, crc32, sha256, before, settled(before, looked_at))
+    return written, _central_record(_Pending(entry, size, crc32), offset, date, dtime)
 
 
-def _header(sink: _Sink, pending: _Pending, align: int, date: int, dtime: int, *,
-            final: bool = True) -> tuple[int, int, Future | None]:
+def _header(sink: _Sink, pending: _Pending, align: int, date: int,
+            dtime: int) -> tuple[int, int, Future]:
     """Pad so the data lands on ``align``, write the local header: (header offset, data offset, the output's
-    digest up to the header). A header not ``final`` is patched later: the output's digest reads back from it."""
+    digest up to the header)."""
     header = _local_header(pending, date, dtime)
     start = -(-(sink.pos + len(header)) // align) * align  # data offset: next multiple of align
     sink.write(bytes(start - len(header) - sink.pos))
     offset = sink.pos
     assert sink.digest is not None
-    checkpoint = sink.digest.checkpoint() if final else None
-    if not final:
-        sink.read_back_from(offset)
+    checkpoint = sink.digest.checkpoint()
     sink.write(header)
     return offset, start, checkpoint
 
