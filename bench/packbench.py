@@ -9,7 +9,9 @@ model (new content, new stamp) and ``scons package HOST=<pledge> MODEL=… CPU_O
 writes the bare artifact too; later ones repackage only the embedder, as a changed model does), then
 ``opencoti-build verify`` of the embedder; then a new host binary with the model unchanged and ``scons package``
 again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
-the artifact hashed as written); and ``zipappend.append`` alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
+the artifact hashed as written); the same through the build server (``serve`` started once for the same
+variables, its C client asking for ``package``: no interpreter start, no imports); and ``zipappend.append``
+alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
 taken from. Every multi-GiB file is deleted before returning.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from bench.measure import median, run
 from opencoti_build.formats import zipappend
+from opencoti_build.server import native_client, protocol
 
 _BLOCK = 4 << 20
 GIB = 1 << 30
@@ -66,14 +69,17 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     args = work / "bench.args"
     args.write_text(f"-m /zip/{model.name}\n--strace\n")
     build = work / "b"
-    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", "CPU_ONLY=1", "ARCH=x86_64", "COSMOCC=stand-in",
-            f"HOST={host}", f"MODEL={model}", f"ARGS={args}", f"BUILD_DIR={build / 'out'}",
-            f"CACHE_DIR={build / 'cache'}", f"DIST_DIR={build / 'dist'}", f"BACKEND_DIST_DIR={build / 'vd'}",
-            f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}"]
+    variables = ["CPU_ONLY=1", "ARCH=x86_64", "COSMOCC=stand-in", f"HOST={host}", f"MODEL={model}", f"ARGS={args}",
+                 f"BUILD_DIR={build / 'out'}", f"CACHE_DIR={build / 'cache'}", f"DIST_DIR={build / 'dist'}",
+                 f"BACKEND_DIST_DIR={build / 'vd'}", f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}"]
+    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", *variables]
     env = dict(os.environ, PYTHONPATH=str(project / "site_scons"))
+    client = [protocol.server_dir(project, variables) / native_client.NAME, "-Q", "package", *variables]
     rows = []
     try:
         write_model(model, size)
+        subprocess.run([sys.executable, "-m", "opencoti_build", "serve", "--detach", *variables], cwd=project,
+                       env=env, check=True, capture_output=True)
         for i in range(runs):
             copy = settled(["cp", model, work / "copy.gguf"])
             (work / "copy.gguf").unlink()
@@ -91,6 +97,11 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             host_only = settled(argv, env=env)
             if host_only.returncode != 0 or "PACKAGE" not in host_only.output:
                 raise RuntimeError(f"the binary-only scons package did not repackage:\n{host_only.output[-2000:]}")
+            make_host(host, runs + i + 1)  # another new binary: through the server
+            served = settled(client, env=env, cwd=project)
+            if served.returncode != 0 or "PACKAGE" not in served.output:
+                raise RuntimeError(f"the binary-only package through the server did not repackage:\n"
+                                   f"{served.output[-2000:]}")
             embedder = next((build / "dist" / "llamafile").glob("opencoti-embedder-*.llamafile"))
             direct = settled([sys.executable, "-c", _DIRECT, host, model, work / "direct.llamafile"], env=env)
             (work / "direct.llamafile").unlink(missing_ok=True)
@@ -102,10 +113,13 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             rows.append({"cp_wall": copy.wall, "cp_fsync_wall": durable_copy.wall, "by_hand_wall": by_hand.wall,
                          "package_wall": package.wall, "package_rss_kib": package.max_rss_kib,
                          "host_only_wall": host_only.wall, "host_only_rss_kib": host_only.max_rss_kib,
+                         "served_host_only_wall": served.wall,
                          "append_wall": direct.wall, "append_rss_kib": direct.max_rss_kib,
                          "verify_wall": verify.wall, "verify_rss_kib": verify.max_rss_kib,
                          "artifact_bytes": embedder.stat().st_size})
     finally:
+        subprocess.run([sys.executable, "-m", "opencoti_build", "stop", *variables], cwd=project, env=env,
+                       capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     med = {k: median([r[k] for r in rows]) for k in rows[0]}
     return {
@@ -121,6 +135,8 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
         "by_hand_ratio_median": median([r["package_wall"] / r["by_hand_wall"] for r in rows]),
         "host_only_ratios": [r["host_only_wall"] / r["cp_fsync_wall"] for r in rows],
         "host_only_ratio_median": median([r["host_only_wall"] / r["cp_fsync_wall"] for r in rows]),
+        "served_host_only_ratios": [r["served_host_only_wall"] / r["cp_fsync_wall"] for r in rows],
+        "served_host_only_ratio_median": median([r["served_host_only_wall"] / r["cp_fsync_wall"] for r in rows]),
     }
 
 
@@ -132,8 +148,8 @@ def make_host(host: Path, serial: int) -> None:
     os.chmod(host, 0o755)
 
 
-def settled(argv: list, env: dict | None = None):
+def settled(argv: list, env: dict | None = None, cwd: Path | None = None):
     """``run(argv)`` once the disk has taken every earlier write (`sync`): the writeback of one command's
     output is not timed as part of the next."""
     subprocess.run(["sync"], check=True)
-    return run(argv, env=env)
+    return run(argv, env=env, cwd=cwd)

@@ -244,10 +244,12 @@ def _packaging(results: dict) -> list[str]:
             if "cp_fsync_wall" in m else ("–", "–")  # runs recorded before the cp + fsync baseline
         by_hand = (_s(m["by_hand_wall"]), f"{p['by_hand_ratio_median']:.2f}×", _s(m["host_only_wall"]),
                    f"{p['host_only_ratio_median']:.2f}×") if "by_hand_wall" in m else ("–",) * 4  # older runs
+        served = (_s(m["served_host_only_wall"]), f"{p['served_host_only_ratio_median']:.2f}×") \
+            if "served_host_only_wall" in m else ("–", "–")  # runs recorded before the server's row
         rows.append([size, str(len(p["runs"])),
                      f"{_s(m['cp_wall'])} ({p['cp_gib_s']:.2f} GiB/s)", durable[0], by_hand[0],
                      f"{_s(m['package_wall'])} ({p['package_gib_s']:.2f} GiB/s)", f"{p['ratio_median']:.2f}×",
-                     durable[1], by_hand[1], by_hand[2], by_hand[3],
+                     durable[1], by_hand[1], by_hand[2], by_hand[3], *served,
                      f"{m['package_rss_kib'] / 1024:.0f} MiB ({round((m['package_rss_kib'] - smallest) / 1024):+d})",
                      f"{_s(m['append_wall'])} ({p['append_gib_s']:.2f} GiB/s)", f"{m['append_rss_kib'] / 1024:.0f} MiB",
                      f"{_s(m['verify_wall'])} ({p['verify_gib_s']:.2f} GiB/s)", f"{m['verify_rss_kib'] / 1024:.0f} MiB"])
@@ -263,7 +265,10 @@ def _packaging(results: dict) -> list[str]:
             "it back meanwhile and its page cache dropped behind, nothing read back; the SBOM, the Statement, the "
             "manifest); a new host binary with the same model, `scons package` again (binary only: both artifacts; "
             "the model's CRC-32 and SHA-256 recorded and settled, so it is copied and read once, the artifact "
-            "hashed as written, no CRC-32 taken); `zipappend.append` of the pledge and the model to a new file, "
+            "hashed as written, no CRC-32 taken); another new host binary, the same request through the build "
+            "server (`serve --detach` once for the same variables, its C client: no interpreter start, no imports; "
+            "the host's strings change the graph, so a forked run reads the SConscripts); "
+            "`zipappend.append` of the pledge and the model to a new file, "
             "alone in a child Python; "
             "`python -m opencoti_build verify` of the embedder (whole-file sha256, then every entry's digest read "
             "in place; after the binary-only run, which left none of the artifact in the page cache, it reads "
@@ -273,7 +278,8 @@ def _packaging(results: dict) -> list[str]:
             "CPU/memory-bound figures, not cold-disk ones.", "",
             *_table(["model", "runs", "cp", "cp + fsync", "by hand (+ sha256)", "scons package", "package / cp",
                      "package / (cp + fsync)", "package / by hand", "binary-only package",
-                     "binary-only / (cp + fsync)", "package peak RSS",
+                     "binary-only / (cp + fsync)", "binary-only via server", "via server / (cp + fsync)",
+                     "package peak RSS",
                      "zipappend.append alone", "append peak RSS", "verify", "verify peak RSS"], rows)]
 
 
