@@ -29,7 +29,8 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,9 +193,10 @@ class Server:
                 else:
                     started = time.monotonic()
                     status, how = self._build(message, fds, conn)
-                    protocol.send(conn, {"status": status})
+                    # logged before the client has its status: what reads the log once the client is done finds it
                     print(f"{time.strftime('%H:%M:%S')} build {' '.join(message['argv'])}: {how}, status {status}, "
                           f"{time.monotonic() - started:.3f} s", file=sys.stderr, flush=True)
+                    protocol.send(conn, {"status": status})
                     if how != NULL_ANSWER:
                         self._after_run()
                     self._read_ahead(message["argv"], message["cwd"], message["env"])
@@ -225,40 +227,47 @@ class Server:
     # one request
 
     def _build(self, message: dict[str, Any], fds: Sequence[int], conn: socket.socket) -> tuple[int, str]:
-        """(the exit status, how it was answered: NULL_ANSWER or FORKED_RUN)."""
+        """(the exit status, how it was answered: NULL_ANSWER, READ_AHEAD or FORKED_RUN, and why not from the record)."""
         start = time.time()
         argv, cwd, env = message["argv"], message["cwd"], message["env"]
-        if self._null_answer(argv, cwd, env, fds, start):
+        unanswered = self._null_answer(argv, cwd, env, fds, start)
+        if unanswered is None:
             return 0, NULL_ANSWER
         self._await_reader()
         declined = ""
         if self.reader is not None and self.reader.ready and self.reader.settings == self._settings(argv, cwd, env):
             status, said = self._reader_run(env, fds, conn, start)
             if status is not None:
-                return status, READ_AHEAD + said
+                return status, f"{READ_AHEAD}{said}{unanswered}"
             declined = said
         self._drop_reader()
-        return self._forked_run(argv, cwd, env, fds, conn, start), FORKED_RUN + declined
+        return self._forked_run(argv, cwd, env, fds, conn, start), f"{FORKED_RUN}{declined}{unanswered}"
 
-    def _null_answer(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], start: float) -> bool:
-        """Print the fast path's output when the record holds: only changed paths are stat'ed again."""
+    def _null_answer(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int],
+                     start: float) -> str | None:
+        """Print the fast path's output when the record holds (only changed paths are stat'ed again): None; else
+        why it does not, as the log says it."""
         record = self.record
-        if record is None or not null_build.eligible(argv):
-            return False
-        if null_build.settings_difference(record, argv, cwd, env, self.running) is not None:
-            return False
-        with build_lock.briefly(self.build_dir) as held:
-            if not held and not self._reader_reading():
-                return False  # a run holds BUILD_DIR: the forked run waits for it, as a scons run would
+        if record is None:
+            return " (no record)"
+        if not null_build.eligible(argv):
+            return ""  # never recorded: nothing to say
+        differs = null_build.settings_difference(record, argv, cwd, env, self.running)
+        if differs is not None:
+            return f" (the record differs in {differs})"
+        with quiet_build_dir(self.build_dir, self.reader) as busy:
+            if busy is not None:  # a run holds BUILD_DIR: the forked run waits for it, as a scons run would
+                return f" ({busy})"
             only = None if self.pending.everything or self.unwatched else self.pending.affected(self.watched)
-            if null_build.paths_difference(record, only) is not None:
-                return False
+            differs = null_build.paths_difference(record, only)
+            if differs is not None:
+                return f" (the record does not hold: {differs})"
             self.pending = Changes()
             with _client_streams(fds):
                 if "-Q" not in argv:  # what SCons prints before it reads SConstruct, where the fast path starts
                     sys.stdout.write("scons: Reading SConscript files ...\n")
                 null_build.replay(record, quiet="-Q" in argv, seconds=time.time() - start)
-        return True
+        return None
 
     def _forked_run(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], conn: socket.socket,
                     start: float) -> int:
@@ -334,14 +343,6 @@ class Server:
     @staticmethod
     def _settings(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[list[str], str, dict[str, str]]:
         return list(argv), cwd, null_build.environment(env)
-
-    def _reader_reading(self) -> bool:
-        """Whether the lock's holder is this server's reader, reading: it writes nothing a null answer checks but a
-        patch series it applies, which the check would see (the answer is then a run's, once it has read)."""
-        if self.reader is None or self.reader.ready or build_lock.holder_now(self.build_dir) != self.reader.pid:
-            return False
-        said, _, _ = select.select([self.reader.channel], [], [], 0)
-        return not said  # "ready" (or its end) waiting: it let go of the lock, which another run may hold now
 
     def _ran_elsewhere(self, changes: Changes) -> bool:
         """Whether another build wrote SCons's sconsign or the null build's record (a reader's reading no longer
@@ -442,6 +443,35 @@ class Server:
         self.unwatched = not self.watcher.watch(paths)
         self.watched = sorted(set(paths) - {record_file})
         self.pending = Changes(overflow=True)  # every path counts as changed until checked
+
+
+_LOOKS = 3  # tries at BUILD_DIR's lock for a null answer: a reader lets go of it once, when it has read
+
+
+@contextmanager
+def quiet_build_dir(build_dir: Path, reader: _Reader | None) -> Iterator[str | None]:
+    """BUILD_DIR's lock held for a moment, or held by ``reader`` while it reads the graph (it writes nothing a null
+    answer checks but a patch series it applies, which the check would see): None; else which run holds it, in
+    words. A reader lets go of the lock when it has read, maybe between the try and the look at the holder (the
+    kernel's /proc/locks then names nobody, or the reader has said it is ready): the lock is tried again."""
+    holder = None
+    for _ in range(_LOOKS):
+        with build_lock.briefly(build_dir) as held:
+            if held:
+                yield None
+                return
+        holder = build_lock.holder_now(build_dir)
+        if holder is None:
+            continue  # let go since the try
+        if reader is None or reader.ready or holder != reader.pid:
+            break  # another run's
+        said, _, _ = select.select([reader.channel], [], [], 0)
+        if not said:
+            yield None  # the reader, reading
+            return
+        # "ready" (or its end) waiting: it has let go of the lock, which another run may have taken since
+    who = f"pid {holder}" if holder is not None else f"runs that each let go of it at once ({_LOOKS} tries)"
+    yield f"BUILD_DIR's lock held by {who}"
 
 
 def _signal_group(pid: int, sig: int) -> None:
