@@ -241,7 +241,8 @@ def test_scons_package_reads_a_new_model_twice_a_recorded_one_once_and_the_artif
     size = model.stat().st_size
     first = traced(tmp_path / "first.log")  # first sight: no record of the model yet
     assert "PACKAGE" in first.stdout
-    # first sight: read for its CRC-32 and SHA-256 (the header must be final before the data), then as copied
+    # first sight: read for its CRC-32 (the header must be final before the data), then as copied, for its own
+    # SHA-256 and the artifact's
     assert 2 * size <= _bytes_read(tmp_path / "first.log", model) < 2 * size + headers
     assert _bytes_read(tmp_path / "first.log", dist(tmp_path) / EMBEDDER) < headers  # nothing read back
     write_gguf(model, values=(4 << 20) + 16)  # a changed model

@@ -151,7 +151,7 @@ def test_the_output_replaced_leaves_the_page_cache_as_the_copy_begins_and_stays_
 
 
 def test_an_output_leaves_the_page_cache_once_on_the_disk(tmp_path: Path) -> None:
-    """Nothing reads it back (a new model is read for its digests before it is copied; a recorded one is not), so
+    """Nothing reads it back (a new model is read for its CRC-32 before it is copied; a recorded one is not), so
     none of it stays cached, where the model read stays."""
     if shutil.which("fincore") is None:
         pytest.skip("no fincore (util-linux) to see the page cache with")

@@ -390,7 +390,7 @@ def test_package_killed_at_a_random_moment_leaves_pairs_that_verify(package_spac
     ws = package_space
     rng = random.Random(f"{seed}-package-{trial}")
     model, args = ws.root / "model.gguf", ws.root / "model.args"
-    # a new model (read for its digests, then copied), or only a new .args (the model's digests recorded: copied
+    # a new model (read for its CRC-32, then copied), or only a new .args (the model's digests recorded: copied
     # and read once); the artifact's digest taken as it is written either way
     if not model.exists() or rng.random() < 0.5:
         write_gguf(model, values=(8 << 20) + 4096 * trial)  # 32 MiB of weights, other bytes every trial

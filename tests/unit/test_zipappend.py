@@ -8,6 +8,7 @@ import errno
 import hashlib
 import os
 import random
+import threading
 import time
 import zipfile
 import zlib
@@ -472,13 +473,23 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
         assert archive.testzip() is None
 
 
-def test_a_new_file_is_read_for_its_digests_then_copied_and_the_output_never_read(tmp_path: Path,
-                                                                                monkeypatch) -> None:
-    """Its header's CRC-32 must be final before its data: the file is read for its CRC-32 and SHA-256 first, then
-    copied as a recorded one is, the output's digest taken as written; its page cache is dropped whole."""
+def test_a_new_file_is_read_for_its_crc_then_copied_and_hashed_and_the_output_never_read(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    """Its header's CRC-32 must be final before its data: the file is read for its CRC-32 first, half on each of two
+    threads, then copied as a recorded one is, its SHA-256 taken beside the output's as written; the output's page
+    cache is dropped whole."""
     base, entries = _golden_inputs(tmp_path)
     dropped = _dropped(monkeypatch)
     read = _reads(monkeypatch)
+    crc_threads: dict[str, int] = {}
+    crc_update = zipappend._Crc.update
+
+    def counted_crc(crc: zipappend._Crc, data: bytes | memoryview) -> None:
+        name = threading.current_thread().name.rsplit("_", 1)[0]
+        crc_threads[name] = crc_threads.get(name, 0) + len(data)
+        crc_update(crc, data)
+
+    monkeypatch.setattr(zipappend._Crc, "update", counted_crc)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH)
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
     model = tmp_path / "model.gguf"
@@ -487,6 +498,10 @@ def test_a_new_file_is_read_for_its_digests_then_copied_and_the_output_never_rea
         data = sum(length for _, length, is_data in zipappend._extents(f.fileno(), model.stat().st_size) if is_data)
     assert read["model.gguf"] == 2 * data and _output_reads(read, "out") == 0
     assert dropped and dropped[0][0] == 0 and dropped[-1][1] is None
+    # every entry's bytes once (holes as zeros), the halves on two threads; the base's CRC-32s are in its records
+    sizes = [e.path.stat().st_size for e in entries if e.path is not None]
+    assert sum(crc_threads.values()) == sum(sizes) and set(crc_threads) == {"zipappend-digest", "zipappend-entry"}
+    assert crc_threads["zipappend-digest"] == sum(size // 2 for size in sizes)
 
 
 def test_a_recorded_crc_of_other_bytes_is_caught_and_the_digests_are_taken_again(tmp_path: Path) -> None:

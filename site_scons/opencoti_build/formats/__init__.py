@@ -1,5 +1,6 @@
 """Readers and writers of file formats, with no knowledge of the build.
 
+- ``crc32``: the CRC-32 of two runs of bytes joined, from the CRC-32 of each (zlib's crc32_combine).
 - ``elfcheck``: DT_NEEDED closure of an ELF shared object and the imports nothing in it defines.
 - ``executables``: the magic bytes of an ELF and of an APE.
 - ``gguf_model``: the GGUF header and tensor table of a model, checked whole before it is packaged.

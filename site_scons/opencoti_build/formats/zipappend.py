@@ -26,10 +26,10 @@ still vouches for its SHA-256 and CRC-32 (the packager records them with the fil
 repackage with the same model knows them): the CRC-32 of the bytes copied is checked against the recorded one
 unless the record was settled (taken at least a timestamp tick after the file's last change, files.settled: no
 later write can then keep its stat), so a settled model is read once, for the output's digest alone. A file
-without such a record is read first for its CRC-32 and SHA-256 (a thread each), then copied as a recorded one
-is: the file is read twice, the output never. A record that was not settled and proves wrong (a write within one
-timestamp tick kept the stat) has its entry written again from its header, the output's digest taken again
-from there.
+without such a record is read first for its CRC-32 (its halves on two threads, combined: formats.crc32), then
+copied as a recorded one is, its own SHA-256 taken beside the output's: the file is read twice, the output
+never. A record that was not settled and proves wrong (a write within one timestamp tick kept the stat) has its
+entry written again from its header, the output's digest taken again from there.
 
 An input that changes while it is read is caught by its stat: size, mtime and ctime (ns), inode,
 taken before and after the read on the open file, must agree. Any write, truncation or chmod moves
@@ -58,6 +58,7 @@ from pathlib import Path, PurePosixPath
 
 from opencoti_build.errors import UserError
 from opencoti_build.files import identity, settled
+from opencoti_build.formats.crc32 import combine as crc32_combine
 from opencoti_build.formats.zipstore import (
     CENTRAL,
     CENTRAL_SIGNATURE,
@@ -177,9 +178,9 @@ def check_name(name: str) -> None:
         raise ZipAppendError(f"entry name {name[:40]!r}… is longer than a zip name can be (65535 bytes)")
 
 
-def _extents(fd: int, size: int) -> Iterator[tuple[int, int, bool]]:
-    """(offset, length, is_data) runs covering [0, size); holes come back with is_data False."""
-    pos = 0
+def _extents(fd: int, size: int, start: int = 0) -> Iterator[tuple[int, int, bool]]:
+    """(offset, length, is_data) runs covering [start, size); holes come back with is_data False."""
+    pos = start
     while pos < size:
         try:
             data = os.lseek(fd, pos, os.SEEK_DATA)
@@ -219,9 +220,9 @@ class _Crc:
 
 
 class _Workers:
-    """The helper threads: one for an input's CRC-32 (and the base's SHA-256), one for a file's SHA-256 while it is
-    read for its digests (beside its CRC-32: a core each), one that takes the output's SHA-256 in file order as it
-    is written, and one that writes the output back to disk (fsync) while the copy and the digests go on, dropping
+    """The helper threads: one for an input's CRC-32 (and the base's SHA-256), one for a new file's SHA-256 as it is
+    copied (beside the output's: a core each; the two read a new file's halves for its CRC-32 before that), one that
+    takes the output's SHA-256 in file order as it is written, and one that writes the output back to disk (fsync) while the copy and the digests go on, dropping
     the page cache behind it, then lets go of the output it replaced (:func:`_close_replaced`).
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
@@ -723,11 +724,30 @@ class _WrittenEntry:
                          appended=True)
 
 
-def _digests(path: Path, f: FileIO, size: int, workers: _Workers) -> tuple[str, int]:
-    """The SHA-256 and CRC-32 of ``f``'s first ``size`` bytes, read once (a thread each)."""
-    sha, crc = hashlib.sha256(), _Crc()
-    _copy(path, f, size, None, workers, [(workers.entry, sha.update), (workers.digest, crc.update)])
-    return sha.hexdigest(), crc.value
+def _crc32(path: Path, f: FileIO, size: int, workers: _Workers) -> int:
+    """The CRC-32 of ``f``'s first ``size`` bytes, read once: each half read and taken on a thread of its own (a
+    core each: zlib releases the GIL), then combined."""
+    half = size // 2
+    low = workers.digest.submit(_part_crc32, path, f.fileno(), 0, half, workers.buffers[0])
+    high = workers.entry.submit(_part_crc32, path, f.fileno(), half, size, workers.buffers[1])
+    return crc32_combine(low.result(), high.result(), size - half)
+
+
+def _part_crc32(path: Path, fd: int, start: int, end: int, buffer: memoryview) -> int:
+    """The CRC-32 of ``fd``'s bytes from ``start`` to ``end``, read into ``buffer``."""
+    crc = _Crc()
+    for offset, length, is_data in _extents(fd, end, start):
+        if not is_data:
+            _hash_zeros(length, crc.update)
+            continue
+        while length:
+            got = os.preadv(fd, [buffer[:min(length, len(buffer))]], offset)
+            if not got:
+                raise ZipAppendError(f"{path} shrank while being packaged; package again")
+            crc.update(buffer[:got])
+            offset += got
+            length -= got
+    return crc.value
 
 
 def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, date: int, dtime: int,
@@ -744,21 +764,29 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
     f, before = _open_input(entry.path)
     with f:
         size = before.st_size  # what the header's size fields (and zip64 extra) need
-        # (sha256, crc32, trusted): trusted when just read or recorded settled, else the CRC-32 is checked as copied
-        digests = known(entry.path, before) if known is not None else None
+        # (sha256, crc32, settled): a settled record is trusted, another's CRC-32 is checked as the file is copied
+        recorded = known(entry.path, before) if known is not None else None
         while True:
-            if digests is None:  # the header's CRC-32 must be final before the data: read the file for it first
-                digests = (*_digests(entry.path, f, size, workers), True)
-            sha256, crc32, trusted = digests
+            crc, sha = _Crc(), hashlib.sha256()
+            updates: list[Update]
+            if recorded is None:
+                # the header's CRC-32 must be final before the data: the file is read for it first (at twice a
+                # SHA-256's speed, on both cores); its SHA-256 is taken as it is copied, beside the output's
+                crc32, updates = _crc32(entry.path, f, size, workers), [(workers.entry, sha.update)]
+            else:
+                sha256, crc32, trusted = recorded
+                updates = [] if trusted else [(workers.digest, crc.update)]
             offset, start, checkpoint = _header(sink, _Pending(entry, size, crc32), align, date, dtime)
-            crc = _Crc()
-            _copy(entry.path, f, size, sink, workers, [] if trusted else [(workers.digest, crc.update)])
+            _copy(entry.path, f, size, sink, workers, updates)
+            if recorded is None:
+                sha256 = sha.hexdigest()
+                break
             if trusted or crc.value == crc32:
                 break
             # recorded for other bytes (a write within one timestamp tick kept the stat): written again, the
-            # digests read from the file
+            # CRC-32 read from the file
             sink.rewind(offset, checkpoint, workers)
-            digests = None
+            recorded = None
         _unchanged(entry.path, f, before)
     written = _WrittenEntry(entry, start, size, crc32, sha256, before, settled(before, looked_at))
     return written, _central_record(_Pending(entry, size, crc32), offset, date, dtime)
