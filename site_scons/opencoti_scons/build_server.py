@@ -227,7 +227,8 @@ class Server:
     # one request
 
     def _build(self, message: dict[str, Any], fds: Sequence[int], conn: socket.socket) -> tuple[int, str]:
-        """(the exit status, how it was answered: NULL_ANSWER, READ_AHEAD or FORKED_RUN, and why not from the record)."""
+        """(the exit status, how it was answered: NULL_ANSWER, READ_AHEAD or FORKED_RUN, and why not from the
+        record)."""
         start = time.time()
         argv, cwd, env = message["argv"], message["cwd"], message["env"]
         unanswered = self._null_answer(argv, cwd, env, fds, start)

@@ -221,9 +221,10 @@ class _Crc:
 
 class _Workers:
     """The helper threads: one for an input's CRC-32 (and the base's SHA-256), one for a new file's SHA-256 as it is
-    copied (beside the output's: a core each; the two read a new file's halves for its CRC-32 before that), one that
-    takes the output's SHA-256 in file order as it is written, and one that writes the output back to disk (fsync) while the copy and the digests go on, dropping
-    the page cache behind it, then lets go of the output it replaced (:func:`_close_replaced`).
+    copied (beside the output's: a core each; the two read a new file's halves for its CRC-32 before that), one
+    that takes the output's SHA-256 in file order as it is written, and one that writes the output back to disk
+    (fsync) while the copy and the digests go on, dropping the page cache behind it, then lets go of the output it
+    replaced (:func:`_close_replaced`).
 
     A thread of one worker per digest keeps its updates in order. On leaving (also on an error),
     queued work is cancelled and running work awaited, so no thread outlives the files it uses.
