@@ -98,6 +98,8 @@ def test_an_edit_after_a_run_is_built_by_the_reader_that_read_the_graph_ahead(ch
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
     assert server.answers()[-1] == build_server.READ_AHEAD, server.build_lines()[-1]
+    # the log says why it was not answered from the record: the edited header, by its path
+    assert f"(the record does not hold: {checkout.tree.joinpath(*GGML_H)} changed)" in server.build_lines()[-1]
     assert compiled(edited) == compiled(would) != []
     assert _planned(edited.stdout) == _planned(would.stdout)  # the [n/N] plan's N, as a one-shot run counts it
     assert edited.stderr == ""
