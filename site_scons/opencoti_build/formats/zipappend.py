@@ -296,11 +296,11 @@ def _write_back(sink: _Sink, upto: int) -> None:
     sink.drop_clean(upto)
 
 
-def _copy(path: Path, f: FileIO, size: int, sink: _Sink | None, workers: _Workers,
+def _copy(path: Path, f: FileIO, size: int, sink: _Sink, workers: _Workers,
           updates: Sequence[Update]) -> None:
-    """Read ``f``'s first ``size`` bytes once; each update sees them all, in order, on its own thread.
+    """Copy ``f``'s first ``size`` bytes to ``sink`` once; each update sees them all, in order, on its own thread.
 
-    With a ``sink`` they are written to it: with copy_file_range while the kernel can (a reflink-capable filesystem
+    They go with copy_file_range while the kernel can (a reflink-capable filesystem
     copies no data; on others it is several times faster than read and write through Python's buffers here), then
     read once, from the page cache the copy filled, for the digests (the output's among them)."""
     busy: list[list[Future]] = [[] for _ in workers.buffers]
@@ -310,23 +310,21 @@ def _copy(path: Path, f: FileIO, size: int, sink: _Sink | None, workers: _Worker
     for offset, length, is_data in _extents(fd, size):
         if not is_data:
             zeros += [thread.submit(_hash_zeros, length, update) for thread, update in updates]
-            if sink is not None:
-                sink.hole(length)
+            sink.hole(length)
             continue
         while length:
             view = workers.buffers[turn]
             for last in busy[turn]:
                 last.result()  # this buffer's last chunk is hashed: it may be filled again
             wanted = min(length, _CHUNK)
-            copied = sink.copy_range(fd, offset, wanted, workers) if sink is not None and workers.kernel_copy else 0
+            copied = sink.copy_range(fd, offset, wanted, workers) if workers.kernel_copy else 0
             got = os.preadv(fd, [view[:copied or wanted]], offset)
             if not got or got < copied:
                 raise ZipAppendError(f"{path} shrank while being packaged; package again")
             chunk = view[:got]
             busy[turn] = [thread.submit(update, chunk) for thread, update in updates]
-            if sink is not None:
-                busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
-                workers.write_back(sink)
+            busy[turn] += [f for f in (sink.hashed(chunk) if copied else sink.write(chunk),) if f is not None]
+            workers.write_back(sink)
             offset += got
             length -= got
             turn = (turn + 1) % len(workers.buffers)
