@@ -21,7 +21,7 @@ import SCons.Util
 
 from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.cosmo import fatcc
-from opencoti_build.cosmo.cosmo_toolchain import missing_output_message
+from opencoti_build.cosmo.cosmo_toolchain import missing_output_message, runnable_argv
 from opencoti_build.cosmo.prefix_maps import remap
 from opencoti_build.errors import UserError
 from opencoti_build.incremental import build_lock
@@ -101,7 +101,7 @@ def fat_compile_str(target, source, env):
 def _fat_archive_argvs(target, source, env, staged: dict | None = None) -> list[list[str]]:
     """The two ``ar`` commands of a fat archive (x86-64 members, then their .aarch64 twins)."""
     members = _x86_inputs(source)
-    return [[env.subst("$FATAR"), *_argv(env, "FATARFLAGS", target, source), (staged or {}).get(str(out), str(out)), *inputs]
+    return [[*runnable_argv([env.subst("$FATAR")]), *_argv(env, "FATARFLAGS", target, source), (staged or {}).get(str(out), str(out)), *inputs]
             for out, inputs in ((target[0], members), (target[1], [fatcc.twin(m) for m in members]))]
 
 

@@ -130,7 +130,7 @@ def _write_provenance(target, source, env):
     artifact = Path(target[0].abspath[: -len(provenance.SBOM_SUFFIX)])
     try:
         signer = provenance.load_private_key(Path(meta["signingKey"])) if meta["signingKey"] else None
-        statement = provenance.statement(manifest, sources, meta["parameters"])
+        statement = provenance.statement(manifest, sources, meta["parameters"], meta["toolchains"])
         provenance.write(artifact, provenance.sbom(manifest, sources), provenance.statement_line(statement, signer))
     except provenance.ProvenanceError as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
@@ -159,7 +159,7 @@ def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta
     ``spec``: host, dsos (backend -> path), model, args (paths or None), align, epoch.
     ``meta``: identity (Identity fields), hostPrebuilt, patches, toolchains, epoch.
     ``attestation``: sources (provenance.Source fields), parameters (the Statement's external parameters),
-    signingKey (a PEM file, or "": unsigned).
+    toolchains (each of meta's toolchains as a provenance resource), signingKey (a PEM file, or "": unsigned).
     """
     for node in sources:  # the model and a prebuilt host: sources the packager reads whole and signs
         if not node.has_builder() and node.abspath in (spec["host"], spec["model"]):

@@ -307,7 +307,7 @@ def _no_twin_toolchain(root: Path) -> Path:
     for tool in ("cosmocc", "cosmoc++", "ar.ape"):
         script = write(root / "bin" / tool, f"""#!{sys.executable}
 import os, subprocess, sys
-code = subprocess.call([{str(SHIM_DIR / 'bin' / tool)!r}] + sys.argv[1:])
+code = subprocess.call(["/bin/sh"] * {tool == "ar.ape"} + [{str(SHIM_DIR / 'bin' / tool)!r}] + sys.argv[1:])
 if code == 0 and "-c" in sys.argv:
     out = sys.argv[sys.argv.index("-o") + 1]
     os.unlink(os.path.join(os.path.dirname(out), ".aarch64", os.path.basename(out)))

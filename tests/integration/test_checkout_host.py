@@ -5,6 +5,7 @@ The same on the real llama.cpp of the llama-cpp-python sdist: tests/realtree/tes
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import lief
 import pytest
 
+from opencoti_build import files
+from opencoti_build.artifacts import provenance
 from opencoti_build.config import versioning
 from opencoti_build.tree import upstream
 
@@ -136,6 +139,18 @@ def test_package_from_a_checkout_writes_both_artifacts_that_verify(tmp_path: Pat
                if {"name": "opencoti:role", "value": "source"} in c["properties"]]
     assert [(c["name"], c["version"], c.get("licenses"), len(c["properties"])) for c in sources] == [
         ("llama.cpp", version, None, 1)]
+    # the Statement names it by the dirHash of its files (in-toto's, as its spec computes it with coreutils), and
+    # every toolchain by a digest: the stand-in by its compilers' bytes
+    statement, _ = provenance.read_statement(dist / (embedder + provenance.STATEMENT_SUFFIX))
+    dependencies = {d["name"]: d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
+    assert [n for n, d in dependencies.items() if not (d.get("uri") or d.get("digest"))] == []
+    by_coreutils = subprocess.run("find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum | sha256sum",
+                                  shell=True, cwd=CHECKOUT, capture_output=True, text=True, check=True).stdout.split()[0]
+    assert dependencies["source:llama.cpp"]["digest"] == {"dirHash": by_coreutils}
+    compilers = dependencies["toolchain:cosmocc"]["annotations"]["files"]
+    assert sorted(compilers) == ["aarch64-linux-gnu-g++", "aarch64-linux-gnu-gcc", "g++", "gcc"]
+    assert compilers["gcc"] == files.sha256(os.path.realpath(shutil.which("gcc")))
+    assert set(dependencies["toolchain:cosmocc"]["digest"]) == {"dirHash"}
 
 
 @pytest.mark.parametrize("problem", ["not-a-checkout", "too-new"])

@@ -8,15 +8,15 @@ from pathlib import Path
 import lief
 import pytest
 
-from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR
+from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR, runnable_argv
 
 COSMOCC = str(SHIM_DIR / "bin" / "cosmocc")
 COSMOCXX = str(SHIM_DIR / "bin" / "cosmoc++")
-AR = str(SHIM_DIR / "bin" / "ar.ape")
+AR = str(SHIM_DIR / "bin" / "ar.ape")  # shebang-less, as an APE: started through sh (runnable_argv)
 
 
 def run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True)
+    return subprocess.run(runnable_argv(list(argv)), cwd=cwd, capture_output=True, text=True)
 
 
 def machine(path: Path) -> lief.ELF.ARCH:

@@ -69,6 +69,13 @@ def test_every_artifact_gets_a_valid_sbom_and_a_signed_statement_that_verify_che
         assert checked.returncode == 0, checked.stdout
         assert (f"provenance: {artifact.name}.cdx.json and {artifact.name}.intoto.jsonl match the artifact "
                 "(signature verified)") in checked.stdout
+    # every resource the Statement names has a uri or a digest: the toolchains (a prebuilt HOST has no cosmocc)
+    document, _ = provenance.read_statement(provenance.statement_path(dist / EMBEDDER))
+    dependencies = {d["name"]: d for d in document["predicate"]["buildDefinition"]["resolvedDependencies"]}
+    assert [n for n, d in dependencies.items() if not (d.get("uri") or d.get("digest"))] == []
+    assert dependencies["toolchain:python"]["digest"] == {"sha256": hashlib.sha256(
+        Path(os.path.realpath(sys.executable)).read_bytes()).hexdigest()}  # the tests' python runs scons
+    assert dependencies["toolchain:scons"]["uri"].startswith("pkg:pypi/scons@4.11")
     refused = verify(dist / EMBEDDER, "--pubkey", str(inputs["stranger"]))
     fails = [line for line in refused.stdout.splitlines() if line.startswith("FAIL: ")]
     assert refused.returncode == 1 and fails == [
@@ -126,12 +133,15 @@ def test_a_source_tree_is_described_by_its_license_and_its_own_commit(tmp_path: 
     (tree / "inner").mkdir(parents=True)
     (tree / "LICENSE").write_text(text)
     (tree / "inner" / "LICENSE").write_text(text)
-    assert provenance.source("t", "1.0", tree) == provenance.Source("t", "1.0", None, spdx)
+    # no checkout: the tree by the digest of its files
+    assert provenance.source("t", "1.0", tree) == provenance.Source("t", "1.0", None, spdx, provenance.tree_digest(tree))
     for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "t"]):
         subprocess.run(["git", "-C", str(tree), *argv], check=True)
     head = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    assert provenance.source("t", "1.0", tree).commit == head and len(head) == 40
-    assert provenance.source("t", "1.0", tree / "inner").commit is None  # a tree inside another checkout has none
+    assert provenance.source("t", "1.0", tree) == provenance.Source("t", "1.0", head, spdx) and len(head) == 40
+    # a tree inside another checkout has no commit of its own: its files' digest
+    assert provenance.source("t", "1.0", tree / "inner") == provenance.Source(
+        "t", "1.0", None, spdx, provenance.tree_digest(tree / "inner"))
 
 
 def test_the_validator_builds_the_iri_grammar_only_when_an_iri_is_checked_and_then_checks_it() -> None:

@@ -12,6 +12,8 @@ import glob
 import shutil
 from pathlib import Path
 
+from opencoti_build.artifacts import provenance
+
 from scons_runs import clone, scons
 
 COMPARED = ("build/o", "build/backends", "dist", "vendors/dist")
@@ -55,6 +57,13 @@ def test_two_checkouts_at_different_paths_build_byte_identical_outputs(tmp_path:
     named = [name for checkout, files in zip(checkouts, (first, second)) for name, path in files.items()
              if str(checkout).encode() in path.read_bytes()]
     assert not named, f"outputs naming their checkout's path: {named}"
+    # SRC lies inside each checkout, no git checkout's root: the Statements (equal above) name it by the digest of
+    # its files, which is the same at both paths, and every toolchain by a digest of its own
+    for name in (n for n in first if n.endswith(provenance.STATEMENT_SUFFIX)):
+        document, _ = provenance.read_statement(first[name])
+        dependencies = {d["name"]: d for d in document["predicate"]["buildDefinition"]["resolvedDependencies"]}
+        assert set(dependencies["source:llamafile"]["digest"]) == {"dirHash"}, name
+        assert all(d.get("digest") for n, d in dependencies.items() if n.startswith("toolchain:")), name
     dsos = sorted(name for name in first if name.endswith(".so"))
     print(f"{len(first)} outputs identical, DSOs among them: {dsos or 'none (no GPU toolchain)'}")
 

@@ -6,7 +6,13 @@
   ``opencoti:role`` property (host, entry, source, patch, toolchain) that verify reads back.
 - ``<artifact>.intoto.jsonl``: one line, an in-toto v1 Statement (in-toto-attestation) whose subject is the artifact
   and its SHA-256, with a SLSA provenance v1 predicate; with a signing key, a DSSE envelope of that Statement
-  (securesystemslib: PAE, ed25519 or ECDSA P-256).
+  (securesystemslib: PAE, ed25519 or ECDSA P-256). Every resource it names has the minimum of the in-toto
+  ResourceDescriptor, a ``uri`` or a ``digest``: the source tree its git commit or, when it is no checkout's root,
+  the ``dirHash`` of its files (:func:`tree_digest`); each toolchain the digest of the programs that ran (compiler
+  drivers, python's executable, SCons's package) or of the pinned cosmocc's release zip, and a purl where there is
+  one (:func:`python_resource`, :func:`scons_resource`, :func:`cosmocc_resource`). A Statement is checked
+  (:func:`statement_problem`: in-toto-attestation's checks, and that minimum, which the library does not check)
+  before it is written, and again by verify.
 
 Both are a function of the manifest and the build's parameters alone: no clock, no random serial (the serial is a
 UUIDv5 of the artifact's digest, the times SOURCE_DATE_EPOCH), so the same inputs give the same bytes. An ed25519
@@ -15,21 +21,27 @@ signature is deterministic too; an ECDSA one is not (a new nonce each time), the
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib.util
 import json
 import os
+import platform
 import subprocess
 import sys
 import threading
 import types
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from opencoti_build import files
 from opencoti_build.errors import UserError
 from opencoti_build.incremental import tempfiles
+
+if TYPE_CHECKING:
+    from opencoti_build.cosmo.cosmo_toolchain import Toolchain
 
 T = TypeVar("T")
 
@@ -41,6 +53,12 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 BUILD_TYPE = "https://opencoti.dev/build/llamafile-package/v1"
 BUILDER_ID = "https://opencoti.dev/build/scons"
 ROLE = "opencoti:role"
+# in-toto's DigestSet (spec/v1/digest_set.md): Go's dirhash Hash1 of a file tree, in lowercase hex
+DIR_HASH = "dirHash"
+# how many lowercase hex digits a digest of each algorithm this project writes has; any other is only non-empty
+HEX_DIGITS: dict[str, tuple[int, ...]] = {"sha256": (64,), DIR_HASH: (64,), "gitCommit": (40, 64)}
+# left out of a tree's digest: git's own store and Python's bytecode caches, never a source
+NOT_DIGESTED = frozenset((".git", "__pycache__"))
 
 
 class ProvenanceError(UserError):
@@ -55,6 +73,7 @@ class Source:
     version: str
     commit: str | None  # its git commit, when it is a git checkout
     license: str | None  # an SPDX id, when the tree's LICENSE file says which
+    tree: str | None = None  # the dirHash of its files (tree_digest), when it is not a git checkout's root
 
 
 # What a tree's LICENSE file says, as an SPDX id: every phrase must appear in its first 4 KiB.
@@ -64,8 +83,9 @@ LICENSE_TEXTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def source(name: str, version: str, root: Path) -> Source:
-    """The source tree at ``root``: its commit when it is the root of a git checkout, its LICENSE's SPDX id."""
+def source(name: str, version: str, root: Path, exclude: Iterable[Path | str] = ()) -> Source:
+    """The source tree at ``root``: its commit when it is the root of a git checkout, else the digest of its files
+    (:func:`tree_digest`, less ``exclude``: what the build writes there); its LICENSE's SPDX id."""
     commit = None
     try:
         top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
@@ -83,7 +103,84 @@ def source(name: str, version: str, root: Path) -> Source:
             continue
         license_id = next((spdx for spdx, phrases in LICENSE_TEXTS if all(p in head for p in phrases)), None)
         break
-    return Source(name, version, commit, license_id)
+    tree = None
+    if commit is None:
+        try:
+            tree = tree_digest(root, exclude)
+        except OSError as exc:
+            raise ProvenanceError(f"cannot digest the files of the {name} tree at {root} for the provenance "
+                                  f"Statement: {exc.filename or root}: {exc.strerror or exc}") from None
+    return Source(name, version, commit, license_id, tree)
+
+
+def dir_hash(sums: Mapping[str, str]) -> str:
+    """in-toto's ``dirHash`` of the files whose SHA-256s (hex) ``sums`` gives by relative name ('/'-separated):
+    Go's dirhash Hash1 in lowercase hex, the SHA-256 of a line ``<sha256>  <name>`` per file in the byte order of
+    the names, what ``find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum | sha256sum`` prints in the
+    tree. Where the files lie is no part of it: two copies of a tree have the same."""
+    summary = hashlib.sha256()
+    for name in sorted(sums, key=os.fsencode):
+        if "\n" in name:
+            raise ProvenanceError(f"{name!r}: a file name with a newline has no dirHash line")
+        summary.update(b"%s  %s\n" % (sums[name].encode(), os.fsencode(name)))
+    return summary.hexdigest()
+
+
+def tree_files(root: Path | str, exclude: Iterable[Path | str] = ()) -> dict[str, Path]:
+    """The files of the tree at ``root`` by relative name: regular files, and links to one (read through); not
+    .git or __pycache__, nor a path of ``exclude`` or what lies below it. A link to a directory is not followed."""
+    skipped = {os.path.realpath(p) for p in exclude}
+    found: dict[str, Path] = {}
+
+    def walk(directory: str, prefix: str) -> None:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name in NOT_DIGESTED or entry.path in skipped:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, f"{prefix}{entry.name}/")
+                elif entry.is_file():
+                    found[prefix + entry.name] = Path(entry.path)
+
+    walk(os.path.realpath(root), "")
+    return found
+
+
+def tree_digest(root: Path | str, exclude: Iterable[Path | str] = ()) -> str:
+    """The :func:`dir_hash` of the files of the tree at ``root`` (:func:`tree_files`)."""
+    return dir_hash({name: files.sha256(path) for name, path in tree_files(root, exclude).items()})
+
+
+def file_resource(path: Path | str, uri: str = "") -> dict[str, Any]:
+    """A toolchain as the Statement names it (see :func:`statement`): the SHA-256 of the program at ``path`` (a link
+    read through), and ``uri``."""
+    return {"uri": uri, "digest": {"sha256": files.sha256(os.path.realpath(path))}}
+
+
+def files_resource(programs: Mapping[str, Path | str], uri: str = "") -> dict[str, Any]:
+    """A toolchain of several programs (name as run -> path): their :func:`dir_hash`, as though they lay in one
+    directory by those names, and each one's SHA-256 in the ``files`` annotation."""
+    sums = {name: files.sha256(os.path.realpath(path)) for name, path in programs.items()}
+    return {"uri": uri, "digest": {DIR_HASH: dir_hash(sums)} if sums else {}, "annotations": {"files": sums}}
+
+
+def python_resource() -> dict[str, Any]:
+    """The Python that runs the build: its executable's bytes, and pkg:generic/python@<version>."""
+    return file_resource(sys.executable, f"pkg:generic/python@{platform.python_version()}")
+
+
+def scons_resource(version: str, package: Path | str) -> dict[str, Any]:
+    """SCons, whose import package lies at ``package``: the digest of the package's files, and its PyPI purl."""
+    return {"uri": f"pkg:pypi/scons@{version}", "digest": {DIR_HASH: tree_digest(package)}}
+
+
+def cosmocc_resource(toolchain: Toolchain, which: Callable[[str], str | None]) -> dict[str, Any]:
+    """The fat toolchain: the pinned cosmocc by its release (purl) and the sha256 its zip was checked against;
+    another (COSMOCC=DIR, the stand-in) by the programs it runs (``which``: a name on the build's PATH -> a path)."""
+    version = toolchain.pinned_version
+    if version and toolchain.archive_sha256:
+        return {"uri": f"pkg:generic/cosmocc@{version}", "digest": {"sha256": toolchain.archive_sha256}}
+    return files_resource(toolchain.drivers(which))
 
 
 def sbom_path(artifact: Path | str) -> Path:
@@ -212,26 +309,35 @@ def schema_problem(text: str) -> str | None:
     return None if error is None else str(error).splitlines()[0]
 
 
-def statement(manifest: Mapping[str, Any], sources: Sequence[Source], parameters: Mapping[str, Any]) -> dict[str, Any]:
+def statement(manifest: Mapping[str, Any], sources: Sequence[Source], parameters: Mapping[str, Any],
+              toolchains: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The in-toto v1 Statement with a SLSA provenance v1 predicate for the artifact ``manifest`` describes.
 
-    ``parameters``: the external parameters (the targets asked for, the variables that shape the artifact)."""
+    ``parameters``: the external parameters (the targets asked for, the variables that shape the artifact).
+    ``toolchains``: each of the manifest's toolchains as a resource (``uri``, ``digest`` and ``annotations``, each
+    optional: :func:`file_resource`, :func:`files_resource`, ...). A Statement that :func:`statement_problem` finds
+    invalid (a toolchain or a source with neither uri nor digest) is a ProvenanceError, never a file."""
     from google.protobuf import json_format
     from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
     from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
     from in_toto_attestation.v1.statement import Statement
 
-    def dependency(name: str, digest: Mapping[str, str], uri: str = "") -> Any:
-        return ResourceDescriptor(name=name, uri=uri, digest=dict(digest)).pb
+    def dependency(name: str, digest: Mapping[str, str] | None, uri: str = "",
+                   annotations: Mapping[str, Any] | None = None) -> Any:
+        return ResourceDescriptor(name=name, uri=uri, digest=dict(digest or {}),
+                                  annotations=dict(annotations) if annotations else None).pb
 
-    resolved = [dependency(f"source:{s.name}", {"gitCommit": s.commit}) for s in sources if s.commit]
+    resolved = [dependency(f"source:{s.name}", {"gitCommit": s.commit} if s.commit else
+                           {DIR_HASH: s.tree} if s.tree else None) for s in sources]
     resolved += [dependency(f"host:{manifest['host']['name']}", {"sha256": manifest["host"]["sha256"]})]
     resolved += [dependency(f"patch:{p['series']}/{p['name']}", {"sha256": p["sha256"]}) for p in manifest["patches"]]
     resolved += [dependency(f"dso:{d['name']}", {"sha256": d["sha256"]}) for d in manifest["dsos"]]
     if manifest.get("model"):
         resolved.append(dependency(f"model:{manifest['model']['name']}", {"sha256": manifest["model"]["sha256"]}))
-    resolved += [ResourceDescriptor(name=f"toolchain:{name}", annotations={"version": str(version)}).pb
-                 for name, version in sorted(manifest["toolchains"].items())]
+    for name, version in sorted(manifest["toolchains"].items()):
+        found = toolchains.get(name, {})
+        resolved.append(dependency(f"toolchain:{name}", found.get("digest"), found.get("uri", ""),
+                                   {"version": str(version), **found.get("annotations", {})}))
     when = _epoch_time(manifest["sourceDateEpoch"])
     provenance = provenance_pb2.Provenance()
     provenance.build_definition.build_type = BUILD_TYPE
@@ -243,9 +349,59 @@ def statement(manifest: Mapping[str, Any], sources: Sequence[Source], parameters
     provenance.run_details.metadata.finished_on.FromDatetime(when)
     subject = ResourceDescriptor(name=manifest["artifact"], digest={"sha256": manifest["sha256"]}).pb
     stmt = Statement([subject], SLSA_PROVENANCE, json_format.MessageToDict(provenance))
-    stmt.validate()
     document: dict[str, Any] = json_format.MessageToDict(stmt.pb)
+    problem = statement_problem(document)
+    if problem:
+        raise ProvenanceError(f"the provenance Statement of {manifest['artifact']} is not valid, so none is written: "
+                              f"{problem}")
     return document
+
+
+def statement_problem(document: Mapping[str, Any]) -> str | None:
+    """Why ``document`` is not a valid in-toto v1 Statement of SLSA provenance v1, or None.
+
+    in-toto-attestation's checks (the document parses as its Statement and its predicate as its SLSA Provenance, no
+    field unknown to them; ``Statement.validate``; ``ResourceDescriptor.validate`` of every subject, resolved
+    dependency and byproduct), then what the library leaves out: the ResourceDescriptor's minimum, one of ``uri``,
+    ``digest`` or ``content`` (the library takes a name alone), each digest's value in lowercase hex of its
+    algorithm's length, and SLSA's required ``buildType`` and ``builder.id``."""
+    from google.protobuf import json_format
+    from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
+    from in_toto_attestation.v1 import statement_pb2
+    from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
+    from in_toto_attestation.v1.statement import Statement
+
+    try:
+        stmt = Statement.copy_from_pb(json_format.ParseDict(document, statement_pb2.Statement()))
+        stmt.validate()
+        if stmt.pb.predicate_type != SLSA_PROVENANCE:
+            return f"its predicateType is {stmt.pb.predicate_type!r}, not {SLSA_PROVENANCE}"
+        predicate = json_format.ParseDict(document["predicate"], provenance_pb2.Provenance())
+    except (json_format.ParseError, ValueError, TypeError, AttributeError) as exc:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if not predicate.build_definition.build_type:
+        return "its buildDefinition has no buildType"
+    if not predicate.run_details.builder.id:
+        return "its runDetails name no builder.id"
+    described = ([("subject", i, d) for i, d in enumerate(stmt.pb.subject)]
+                 + [("resolved dependency", i, d) for i, d in enumerate(predicate.build_definition.resolved_dependencies)]
+                 + [("byproduct", i, d) for i, d in enumerate(predicate.run_details.byproducts)])
+    for what, index, descriptor in described:
+        label = f"{what} {descriptor.name}" if descriptor.name else f"{what} #{index}"
+        try:
+            ResourceDescriptor.copy_from_pb(descriptor).validate()
+        except ValueError as exc:
+            return f"{label}: {exc}"
+        if not (descriptor.uri or descriptor.digest or descriptor.content):
+            return f"{label} has none of uri, digest or content (a ResourceDescriptor must have one)"
+        for algorithm, value in sorted(descriptor.digest.items()):
+            digits = HEX_DIGITS.get(algorithm, ())
+            if not value:
+                return f"{label}: its {algorithm} digest is empty"
+            if digits and (len(value) not in digits or value.strip("0123456789abcdef")):
+                return (f"{label}: its {algorithm} digest {value!r} is not "
+                        f"{' or '.join(map(str, digits))} lowercase hex digits")
+    return None
 
 
 def canonical(document: Mapping[str, Any]) -> bytes:
@@ -381,6 +537,9 @@ def first_mismatch(artifact: Path, sha256: str, entries: Mapping[str, str], publ
         return str(exc)
     if document.get("_type") != STATEMENT_TYPE or document.get("predicateType") != SLSA_PROVENANCE:
         return f"{statement_file}: not an in-toto v1 Statement of SLSA provenance v1"
+    problem = statement_problem(document)
+    if problem:
+        return f"{statement_file}: not a valid in-toto Statement: {problem}"
     subjects = document.get("subject") or [{}]
     subject = subjects[0]
     if subject.get("name") != artifact.name or subject.get("digest", {}).get("sha256") != sha256:

@@ -66,7 +66,8 @@ def select(cosmocc: str, project: Path | str, environ: Mapping[str, str] = os.en
     except ToolchainError as exc:  # a tree put there by hand, or a release that changed its layout
         raise ProvisionError(f"{home / version} is no usable cosmocc ({str(exc).split(';')[0]}); remove it to "
                              f"download it again, or {WAYS_OUT}") from exc
-    return Toolchain("cosmocc", found.root, origin=f"pinned {version}, {'downloaded' if fetched else 'present'}")
+    return Toolchain("cosmocc", found.root, origin=f"pinned {version}, {'downloaded' if fetched else 'present'}",
+                     archive_sha256=sha256)
 
 
 def ensure(home: Path, version: str, urls: list[str], sha256: str, say: Callable[[str], None] = print) -> bool:

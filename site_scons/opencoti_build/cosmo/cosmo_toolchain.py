@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from opencoti_build import project
 from opencoti_build.errors import UserError
+from opencoti_build.formats.executables import ELF_MAGIC
 
 SHIM_DIR = project.SITE_SCONS / "cosmocc_shim"
 TOOLS = ("cosmocc", "cosmoc++", "ar.ape")
@@ -28,6 +30,7 @@ class Toolchain:
     kind: str  # "cosmocc" or "stand-in"
     root: Path
     origin: str = ""  # "pinned 4.0.2, downloaded" for the provisioned one (opencoti_build.config.provision)
+    archive_sha256: str = ""  # the provisioned one: the sha256 its release zip was checked against
 
     @property
     def cc(self) -> str:
@@ -47,6 +50,23 @@ class Toolchain:
             return None
         return str(self.root / "bin" / (f"{arch}-unknown-cosmo-c++" if cxx else f"{arch}-unknown-cosmo-cc"))
 
+    @property
+    def pinned_version(self) -> str | None:
+        """The provisioned one's release ("4.0.2"); None for a cosmocc of the user's and the stand-in."""
+        return self.origin.split(",")[0].removeprefix("pinned ") if self.origin.startswith("pinned ") else None
+
+    def drivers(self, which: Callable[[str], str | None]) -> dict[str, str]:
+        """The programs its fat compiles run, by the name they are run as (what the provenance Statement digests):
+        the stand-in's gcc and g++ of each architecture where ``which`` (the build's PATH) finds them; a cosmocc's
+        fat drivers and the compilers behind them, where they exist."""
+        from opencoti_build.cosmo import fatcc
+
+        if self.kind == "stand-in":
+            names = sorted({name for compilers in fatcc.COMPILERS.values() for name in compilers.values()})
+            return {name: path for name in names if (path := which(name))}
+        programs = [self.cc, self.cxx] + [self.compiler(arch, cxx) for arch in fatcc.ARCHES for cxx in (False, True)]
+        return {f"bin/{Path(p).name}": p for p in programs if p and os.path.isfile(p)}
+
     def describe(self) -> str:
         if self.kind == "stand-in":
             return (f"cosmocc stand-in ({self.root}/bin: gcc + aarch64-linux-gnu-gcc; "
@@ -60,6 +80,22 @@ class Toolchain:
         if self.origin:  # the pinned one lives in the checkout: its version, not its path
             return f"cosmocc {self.origin.split(',')[0]}"
         return self.describe()
+
+
+def runnable_argv(argv: list[str]) -> list[str]:
+    """``argv`` as a shell would start it: a program with neither ``#!`` nor an ELF header goes through /bin/sh.
+
+    cosmocc's ``ar.ape`` (and its other tools) are APEs: on Linux without binfmt_misc, execve refuses them
+    (ENOEXEC) and only a shell's fallback runs them, as make's execvp does for upstream's build.
+    """
+    try:
+        with open(argv[0], "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        return argv  # not a path (looked up on PATH) or unreadable: exec says why
+    if head.startswith(b"#!") or head == ELF_MAGIC:
+        return argv
+    return ["/bin/sh", *argv]
 
 
 def find_toolchain(cosmocc_dir: str) -> Toolchain:

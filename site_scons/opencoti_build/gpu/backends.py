@@ -31,6 +31,10 @@ class Toolchain(Protocol):
     def description(self) -> str:
         """One line for messages: what and where."""
 
+    @property
+    def driver(self) -> str:
+        """The compiler driver it runs (nvcc, hipcc, glslc): the provenance Statement digests its bytes."""
+
 
 @dataclass(frozen=True)
 class DeviceCode:

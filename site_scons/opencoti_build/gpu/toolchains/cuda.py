@@ -75,6 +75,10 @@ class CudaToolkit:
     def description(self) -> str:
         return f"nvcc {self.version[0]}.{self.version[1]} at {self.nvcc}"
 
+    @property
+    def driver(self) -> str:
+        return self.nvcc
+
 
 def _version_key(path: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", os.path.basename(path)))

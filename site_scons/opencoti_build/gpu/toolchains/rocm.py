@@ -42,6 +42,10 @@ class HipToolchain:
     def description(self) -> str:
         return f"hipcc {self.hip_version} ({self.support.compiler}) at {self.hipcc}"
 
+    @property
+    def driver(self) -> str:
+        return self.hipcc
+
 
 def _interrogate(hipcc: str, rocm_path: str | None, environ: dict[str, str]) -> HipToolchain | str:
     """The toolchain behind ``hipcc``, or a one-line reason it is unusable."""

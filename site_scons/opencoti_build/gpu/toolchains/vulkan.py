@@ -26,6 +26,10 @@ class GlslcToolchain:
     def description(self) -> str:
         return f"glslc ({self.version}) at {self.glslc}"
 
+    @property
+    def driver(self) -> str:
+        return self.glslc
+
 
 def find_glslc(settings: Mapping[str, Any]) -> Location:
     return locate(settings, "VULKAN_SDK", "glslc", (), LOCATE_HINT)
