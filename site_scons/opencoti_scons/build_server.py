@@ -42,7 +42,7 @@ import SCons.Script.Main
 import opencoti_build
 import opencoti_scons
 from opencoti_build.incremental import build_lock, null_build
-from opencoti_build.server import native_client, protocol
+from opencoti_build.server import boundary, native_client, protocol
 from opencoti_build.server.watcher import Changes, Watcher
 from opencoti_scons import engine, reader
 
@@ -157,6 +157,8 @@ class Server:
                 except OSError:
                     continue
                 with conn:
+                    if not boundary.admit(conn):  # another user's: refused unread (server/boundary.py)
+                        continue
                     self._handle(conn)
                 deadline = time.monotonic() + self.idle_timeout
 
@@ -595,15 +597,41 @@ def _raise_stop(signum: int, frame: object) -> None:
     raise Stop
 
 
+# what the server relies on in BUILD_DIR, beside its own directory: the build lock it takes for a null answer, the
+# record it answers from, the sconsign its reader loads
+BOOKKEEPING = (build_lock.LOCK_NAME, null_build.RECORD_NAME, engine.SCONSIGN_DB)
+
+
 def _bind(project: Path, variable_args: Sequence[str]) -> tuple[socket.socket, int]:
-    """Take the configuration's server lock, then its socket (a stale one, from a killed server, is replaced)."""
+    """Check that no one else owns or may write what the server trusts (server/boundary.py), take the
+    configuration's server lock, then its socket (a stale one, from a killed server, is replaced)."""
     directory = protocol.server_dir(project, variable_args)
+    shown = protocol.shown_server_dir(variable_args)
+    build_dir, shown_build = directory.parent, protocol.build_dir_arg(variable_args)
     try:
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        lock_fd = os.open(protocol.server_file(project, variable_args, ".lock"),
-                          os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        boundary.check_build_dir(build_dir, shown_build, BOOKKEEPING)
+        dir_fd = boundary.open_server_dir(directory, shown)  # made 0700 when absent, BUILD_DIR too
+        try:  # again: a BUILD_DIR that was absent may have been made by another meanwhile
+            boundary.check_build_dir(build_dir, shown_build, BOOKKEEPING)
+        except boundary.Unsafe:
+            os.close(dir_fd)
+            raise
+    except boundary.Unsafe as exc:
+        raise _Refused(str(exc)) from None
     except OSError as exc:
         raise _Refused(f"cannot create {directory}: {exc.strerror}") from None
+    try:
+        return _lock_and_listen(dir_fd, variable_args)
+    except OSError as exc:
+        raise _Refused(f"cannot serve from {shown}: {exc.strerror}") from None
+    finally:
+        os.close(dir_fd)
+
+
+def _lock_and_listen(dir_fd: int, variable_args: Sequence[str]) -> tuple[socket.socket, int]:
+    key = protocol.configuration_key(variable_args)
+    lock_fd = os.open(key + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, boundary.PRIVATE_FILE,
+                      dir_fd=dir_fd)
     import fcntl
 
     try:
@@ -614,22 +642,21 @@ def _bind(project: Path, variable_args: Sequence[str]) -> tuple[socket.socket, i
         vars_text = " ".join(variable_args)
         raise _Refused(f"a build server for this checkout and configuration runs already (pid {holder or '?'}); "
                        f"stop it with `python3 -m opencoti_build stop{' ' + vars_text if vars_text else ''}`") from None
+    os.fchmod(lock_fd, boundary.PRIVATE_FILE)
     os.ftruncate(lock_fd, 0)
     os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
     name = protocol.socket_name(variable_args)
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # a killed server's: the lock says none serves it now
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o777 & ~boundary.PRIVATE_FILE)  # the socket runs builds as this user: 0600, whatever the umask
     try:
-        if os.path.lexists(directory / name):  # a killed server's: the lock says none serves it now
-            os.unlink(name, dir_fd=dir_fd)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o077)  # the socket runs builds as this user: this user's alone
-        try:
-            listener.bind(protocol.short_path(dir_fd, name))
-        finally:
-            os.umask(old_umask)
-        listener.listen(16)
+        listener.bind(protocol.short_path(dir_fd, name))
     finally:
-        os.close(dir_fd)
+        os.umask(old_umask)
+    listener.listen(16)
     return listener, lock_fd
 
 
@@ -654,7 +681,8 @@ def _detach(project: Path, variable_args: Sequence[str]) -> bool:
     os.close(read_end)
     os.setsid()  # no terminal's signals, and it outlives the shell that started it
     _ready_fd = write_end
-    _log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    _log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, boundary.PRIVATE_FILE)
+    os.fchmod(_log_fd, boundary.PRIVATE_FILE)  # whatever the umask, or the mode an older server left it
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(_log_fd, 2)

@@ -1,13 +1,16 @@
 """The build server's C client (BUILD_DIR/server/opencoti-client, compiled by ``serve``) against a scripted server:
 it sends what the Python client sends, byte for byte the same request once decoded, with the same descriptors;
 it exits with the answer's status, follows "retry", runs scons on "fallback" or with no server, passes Ctrl-C on,
-and says so in one line when the server goes away. Its use with a real server is in tests/integration/test_server.py.
+and says so in one line when the server goes away; it sends nothing to a socket whose directory is open to others
+or whose listener is another user, and says a server's refusal in one line (server/boundary.py, as the Python
+client does). Its use with a real server is in tests/integration/test_server.py.
 """
 from __future__ import annotations
 
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -40,7 +43,7 @@ class ScriptedServer:
         self.requests: list[dict] = []
         self.signals: list[dict] = []
         directory = protocol.server_dir(root, protocol.configuration(variables))
-        directory.mkdir(parents=True)
+        directory.mkdir(parents=True, mode=0o700)  # the user's alone, as serve makes it: the clients check that
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
             self.listener = socket.socket(socket.AF_UNIX)
@@ -170,3 +173,70 @@ def test_it_is_compiled_again_only_when_its_inputs_or_the_file_changed(tmp_path:
     again, how = native_client.install(tmp_path, python="/elsewhere/python3")
     assert how == "compiled" and again.read_bytes().startswith(b"\x7fELF") and os.access(again, os.X_OK)
     assert sorted(p.name for p in tmp_path.iterdir()) == [native_client.NAME, native_client.NAME + ".stamp"]
+    # the user's alone, whatever the umask (this one's 022 would give 0755 and 0644)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in sorted(tmp_path.iterdir())] == [0o700, 0o600]
+
+
+PYTHON_CLIENT = [sys.executable, "-m", "opencoti_build", "build"]
+
+
+def test_neither_client_sends_to_a_socket_whose_directory_others_may_use(client_binary: Path, project: Path) -> None:
+    server = ScriptedServer(project, VARIABLES, [])
+    directory = protocol.server_dir(project, protocol.configuration(VARIABLES))
+    directory.chmod(0o777)  # made, or opened, by someone else: they could read the request, or swap the socket
+    native = _run([str(client_binary), *VARIABLES], project, _env())
+    python = _run([*PYTHON_CLIENT, *VARIABLES], project, _env())
+    server.close()
+    assert server.requests == []
+    line = ("opencoti-build: out/server is open to group or others (mode 0777): the request (it carries your "
+            "environment) was not sent; remove it (rm -rf out/server) and serve again\n")
+    assert (native.returncode, native.stdout, native.stderr) == (python.returncode, python.stdout, python.stderr) == \
+        (2, "", line)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a listener of another uid takes root (it binds, then setuid()s)")
+def test_neither_client_sends_to_a_socket_another_user_listens_on(client_binary: Path, project: Path) -> None:
+    variables = protocol.configuration(VARIABLES)
+    directory = protocol.server_dir(project, variables)
+    directory.mkdir(parents=True, mode=0o700)
+    # bound by this user (so the directory and the socket pass), listening as nobody: the kernel's peer credentials
+    # are the listener's at listen(); it accepts and counts what it is sent
+    listener = subprocess.Popen([sys.executable, "-c", f"""
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+fd = os.open({str(directory)!r}, os.O_RDONLY | os.O_DIRECTORY)
+s.bind(f"/proc/self/fd/{{fd}}/{protocol.socket_name(variables)}")  # a checkout's path may be over sun_path's size
+os.setgid(65534); os.setuid(65534)
+s.listen(4)
+print("listening", flush=True)
+got = 0
+for _ in range(2):
+    c, _ = s.accept()
+    got += len(c.recv(1 << 16))
+    c.close()
+print(got, flush=True)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert listener.stdout is not None and listener.stdout.readline() == "listening\n"
+        native = _run([str(client_binary), *VARIABLES], project, _env())
+        python = _run([*PYTHON_CLIENT, *VARIABLES], project, _env())
+        assert listener.stdout.readline() == "0\n"  # both connected, neither sent a byte
+    finally:
+        listener.kill()
+        listener.wait()
+    assert native.returncode == python.returncode == 2
+    assert native.stderr == python.stderr
+    assert native.stderr.startswith(f"opencoti-build: out/server/{protocol.socket_name(variables)} is served by uid "
+                                    "65534 (pid ")
+    assert native.stderr.endswith("; not you, uid 0): the request (it carries your environment) was not sent; remove "
+                                  "it (rm -rf out/server) and serve again\n")
+
+
+def test_a_servers_refusal_is_one_line_from_either_client(client_binary: Path, project: Path) -> None:
+    refused = "the build server (pid 1) serves its own user (uid 1) only: nothing was read or run; build with scons"
+    server = ScriptedServer(project, VARIABLES, [reply({"refused": refused})] * 2)
+    native = _run([str(client_binary), *VARIABLES], project, _env())
+    python = _run([*PYTHON_CLIENT, *VARIABLES], project, _env())
+    server.close()
+    for run in (native, python):
+        assert (run.returncode, run.stdout, run.stderr) == (2, "", f"opencoti-build: {refused}\n")

@@ -7,6 +7,11 @@
  * configuration, the server's "fallback", a command line or environment that is not UTF-8, which only
  * Python's surrogate escapes can carry) runs `PYTHON -m SCons ARGS` in its place, as client.py does with no
  * server: the answer is always a build's. PYTHON is the interpreter the server runs on, fixed at compile time.
+ *
+ * It checks what boundary.py checks before it sends anything (the request carries the environment and the
+ * terminal): the socket's directory is this user's and open to no one else, the socket is this user's, and the
+ * process listening on it (SO_PEERCRED) runs as this user. Otherwise it exits with status 2 and boundary.py's
+ * line (Unsafe.for_client), running no build in its place; a server's refusal ("refused") is one line too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -171,7 +177,28 @@ static int configuration(char **out) {
     return n;
 }
 
-/* A connected socket to the server for this configuration (protocol.server_dir, socket_name), or -1. */
+/* boundary.Unsafe.for_client's line, then status 2: nothing is sent, no build runs. */
+static _Noreturn void unsafe(const char *shown, const char *why, const char *removed) {
+    fprintf(stderr, "opencoti-build: %s %s: the request (it carries your environment) was not sent; remove it (rm -rf %s) "
+            "and serve again\n", shown, why, removed);
+    exit(2);
+}
+
+/* boundary.check_private: owned by this user, no permission bit for group or others. */
+static void check_private(const struct stat *st, const char *shown) {
+    char why[128];
+    if (st->st_uid != geteuid()) {
+        snprintf(why, sizeof why, "is owned by uid %u (not you, uid %u)", (unsigned)st->st_uid, (unsigned)geteuid());
+        unsafe(shown, why, shown);
+    }
+    if (st->st_mode & 077) {
+        snprintf(why, sizeof why, "is open to group or others (mode %04o)", (unsigned)(st->st_mode & 07777));
+        unsafe(shown, why, shown);
+    }
+}
+
+/* A connected socket to the server for this configuration (protocol.server_dir, socket_name), or -1 when there is
+ * none; exits through unsafe() when the directory, the socket or the listener is not this user's alone. */
 static int connect_server(void) {
     char **variables = calloc((size_t)nargs + 1, sizeof *variables);
     if (!variables) return -1;
@@ -186,21 +213,56 @@ static int connect_server(void) {
     char key[65], directory[PATH_MAX];
     sha256_hex(joined.p ? joined.p : "", joined.n, key);
     key[KEY_HEX] = 0;
-    int written = *build_dir ? snprintf(directory, sizeof directory, "%s/%s", build_dir, SERVER_DIR)
-                             : snprintf(directory, sizeof directory, "%s", SERVER_DIR);
+    size_t length = strlen(build_dir); /* os.path.join(BUILD_DIR, "server"), as protocol.shown_server_dir */
+    int written = !length ? snprintf(directory, sizeof directory, "%s", SERVER_DIR)
+                          : snprintf(directory, sizeof directory, "%s%s%s", build_dir,
+                                     build_dir[length - 1] == '/' ? "" : "/", SERVER_DIR);
     free(joined.p);
     free(variables);
     if (written < 0 || (size_t)written >= sizeof directory) return -1;
+    struct stat st;
     int dir_fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) return -1;
+    if (dir_fd < 0) {
+        if (errno == EACCES && stat(directory, &st) == 0) check_private(&st, directory); /* say whose it is */
+        return -1; /* no server */
+    }
+    if (fstat(dir_fd, &st) != 0) {
+        close(dir_fd);
+        return -1;
+    }
+    check_private(&st, directory);
+    char name[KEY_HEX + 6], shown_socket[PATH_MAX + sizeof name];
+    snprintf(name, sizeof name, "%.*s.sock", KEY_HEX, key);
+    snprintf(shown_socket, sizeof shown_socket, "%s/%s", directory, name);
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        close(dir_fd);
+        return -1; /* no socket: no server */
+    }
+    if (st.st_uid != geteuid()) { /* boundary.socket_there */
+        char why[128];
+        snprintf(why, sizeof why, "is owned by uid %u (not you, uid %u)", (unsigned)st.st_uid, (unsigned)geteuid());
+        unsafe(shown_socket, why, shown_socket);
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        close(dir_fd);
+        return -1;
+    }
     struct sockaddr_un address = {.sun_family = AF_UNIX};
-    snprintf(address.sun_path, sizeof address.sun_path, "/proc/self/fd/%d/%s.sock", dir_fd, key);
+    snprintf(address.sun_path, sizeof address.sun_path, "/proc/self/fd/%d/%s", dir_fd, name);
     int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (sock >= 0 && connect(sock, (struct sockaddr *)&address, sizeof address) != 0) {
-        close(sock); /* no socket, or nobody listening on it (a killed server's) */
+        close(sock); /* nobody listening on it (a killed server's) */
         sock = -1;
     }
     close(dir_fd);
+    struct ucred peer = {.pid = 0, .uid = (uid_t)-1};
+    socklen_t peer_size = sizeof peer;
+    if (sock >= 0 && (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &peer, &peer_size) != 0 || peer.uid != geteuid())) {
+        char why[128];
+        snprintf(why, sizeof why, "is served by uid %u (pid %d; not you, uid %u)", (unsigned)peer.uid, (int)peer.pid,
+                 (unsigned)geteuid());
+        unsafe(shown_socket, why, directory);
+    }
     return sock;
 }
 
@@ -307,8 +369,8 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-/* The answer's first key ("status", "fallback" or "retry"), and the status's value. */
-static int answer(int sock, char *key, size_t key_size, long *status) {
+/* The answer's first key ("status", "fallback", "retry" or "refused"), the status's value and a string's. */
+static int answer(int sock, char *key, size_t key_size, long *status, char *text, size_t text_size) {
     unsigned char head[4];
     if (!receive_exactly(sock, (char *)head, 4)) return 0;
     uint32_t length = (uint32_t)head[0] << 24 | (uint32_t)head[1] << 16 | (uint32_t)head[2] << 8 | head[3];
@@ -319,7 +381,15 @@ static int answer(int sock, char *key, size_t key_size, long *status) {
     const char *open_quote = strchr(body, '"'), *close_quote = open_quote ? strchr(open_quote + 1, '"') : NULL;
     if (!close_quote || (size_t)(close_quote - open_quote) > key_size) return 0;
     snprintf(key, key_size, "%.*s", (int)(close_quote - open_quote - 1), open_quote + 1);
-    *status = strtol(close_quote + 1 + strspn(close_quote + 1, " :"), NULL, 10);
+    const char *value = close_quote + 1 + strspn(close_quote + 1, " :");
+    *status = strtol(value, NULL, 10);
+    size_t n = 0; /* a string value, as JSON escapes it (the server's refusal has no escapes) */
+    if (*value == '"')
+        for (value++; *value && *value != '"' && n + 1 < text_size; value++) {
+            if (*value == '\\' && value[1]) value++;
+            text[n++] = *value;
+        }
+    text[n] = 0;
     free(body);
     return 1;
 }
@@ -337,11 +407,13 @@ int main(int argc, char **argv) {
     for (int attempt = 0; attempt < RETRIES; attempt++) {
         int sock = connect_server();
         if (sock < 0) plain_scons();
-        char key[16];
+        char key[16], text[512];
         long status = 0;
         sigaction(SIGINT, &action, NULL);
         sigprocmask(SIG_BLOCK, &sigint, &unblocked); /* let through in wait_readable only */
-        int answered = send_all(sock, request.p, request.n, 1) && answer(sock, key, sizeof key, &status);
+        /* a server that closed without reading the request (a refusal) may have said why first */
+        int answered = (send_all(sock, request.p, request.n, 1) || errno == EPIPE || errno == ECONNRESET) &&
+                       answer(sock, key, sizeof key, &status, text, sizeof text);
         sigprocmask(SIG_SETMASK, &unblocked, NULL); /* a Ctrl-C still pending reaches on_sigint, not the default */
         signal(SIGINT, SIG_DFL);
         interrupted = 0;
@@ -351,6 +423,10 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (!strcmp(key, "status")) return (int)status;
+        if (!strcmp(key, "refused")) {
+            fprintf(stderr, "opencoti-build: %s\n", text);
+            return 2;
+        }
         if (!strcmp(key, "fallback")) plain_scons();
         nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL); /* "retry": it restarts for new code */
     }

@@ -4,7 +4,9 @@
 stdin, stdout and stderr to the server for this checkout and these variables, and exits with the build's
 status; the output is the run's own, written straight to this process's terminal or pipes. With no server for
 them (none started, another configuration, options that move the project: ``-C``, ``-f``, ...), it runs
-``python3 -m SCons`` with the same arguments in its place, so the answer is always a build's.
+``python3 -m SCons`` with the same arguments in its place, so the answer is always a build's. A server directory
+that is not this user's alone (owned by another user, open to others: server/boundary.py) is an error, status 2
+in one line: the request, with the environment, is sent to no socket there, and no build runs in its place.
 """
 from __future__ import annotations
 
@@ -15,26 +17,41 @@ import sys
 import time
 from collections.abc import Sequence
 
-from opencoti_build.server import protocol
+from opencoti_build.server import boundary, protocol
 
 _RETRIES = 100  # a server restarting for new code answers again within a second or so
 
 
 def _connect(variable_args: Sequence[str]) -> socket.socket | None:
-    directory = protocol.server_dir(os.getcwd(), variable_args)
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
+    """A connection to this configuration's server; None when there is none. boundary.Unsafe when its directory or
+    socket is not this user's alone, or another user listens on it: nothing may be sent there."""
+    shown = protocol.shown_server_dir(variable_args)
+    name = protocol.socket_name(variable_args)
+    dir_fd = boundary.open_socket_dir(protocol.server_dir(os.getcwd(), variable_args), shown)
+    if dir_fd is None:
         return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(protocol.short_path(dir_fd, protocol.socket_name(variable_args)))
-    except OSError:  # no socket, or nobody listening on it (a killed server's)
-        sock.close()
-        return None
+        if not boundary.socket_there(dir_fd, name, shown):
+            return None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(protocol.short_path(dir_fd, name))
+        except OSError:  # nobody listening on it (a killed server's)
+            sock.close()
+            return None
     finally:
         os.close(dir_fd)
+    try:
+        boundary.check_server_peer(sock, os.path.join(shown, name))
+    except boundary.Unsafe:
+        sock.close()
+        raise
     return sock
+
+
+def _unsafe(exc: boundary.Unsafe) -> int:
+    print(f"opencoti-build: {exc.for_client()}", file=sys.stderr)
+    return 2
 
 
 def _plain_scons(args: Sequence[str]) -> int:
@@ -48,7 +65,10 @@ def build_main(args: Sequence[str]) -> int:
     variable_args = protocol.configuration(args)
     request = {"op": "build", "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
     for _ in range(_RETRIES):
-        sock = _connect(variable_args)
+        try:
+            sock = _connect(variable_args)
+        except boundary.Unsafe as exc:
+            return _unsafe(exc)
         if sock is None:
             return _plain_scons(args)
         with sock:
@@ -59,6 +79,9 @@ def build_main(args: Sequence[str]) -> int:
             return 2
         if "status" in answer:
             return int(answer["status"])
+        if "refused" in answer:  # another user's server (its socket made reachable by hand)
+            print(f"opencoti-build: {answer['refused']}", file=sys.stderr)
+            return 2
         if "fallback" in answer:
             return _plain_scons(args)
         time.sleep(0.02)  # "retry": the server restarts for new code; its socket stays bound meanwhile
@@ -67,7 +90,10 @@ def build_main(args: Sequence[str]) -> int:
 
 def _request(sock: socket.socket, request: dict) -> dict | None:
     """Send the request with this process's stdin, stdout and stderr; wait for the answer, passing Ctrl-C on."""
-    protocol.send(sock, request, fds=(0, 1, 2))
+    try:
+        protocol.send(sock, request, fds=(0, 1, 2))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # closed without reading it: what it said first (a refusal) is still to be read
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while True:
@@ -91,16 +117,25 @@ def stop_main(args: Sequence[str]) -> int:
     if len(protocol.variables(args)) != len(args):
         print("opencoti-build: stop takes the server's KEY=VALUE variables only", file=sys.stderr)
         return 1
-    sock = _connect(variable_args)
+    try:
+        sock = _connect(variable_args)
+    except boundary.Unsafe as exc:
+        return _unsafe(exc)
     if sock is None:
         print("no build server runs for this checkout and configuration")
         return 0
     with sock:
-        protocol.send(sock, {"op": "stop"})
+        try:
+            protocol.send(sock, {"op": "stop"})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
         try:
             got = protocol.receive(sock)
         except (OSError, protocol.ProtocolError):
             got = None
+    if got and "refused" in got[0]:
+        print(f"opencoti-build: {got[0]['refused']}", file=sys.stderr)
+        return 2
     pid = got[0].get("stopped") if got else None
     _wait_for_exit(variable_args)
     print(f"stopped the build server (pid {pid})" if pid else "the build server went away")

@@ -4,7 +4,8 @@ the server's own client.c, for the server's interpreter (what it runs ``-m SCons
 
 It is compiled again only when that source, the interpreter or the compiler's command line differs from what its
 stamp records, or when the file is no longer the one the stamp names (changed by hand): the stamp holds the
-digests of both. Written to a temporary and renamed, so a client is whole or absent.
+digests of both. Written to a temporary and renamed, so a client is whole or absent; the client is 0700 and its
+stamp 0600, whatever the umask.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from opencoti_build import files
 from opencoti_build.incremental import tempfiles
+from opencoti_build.server import boundary
 
 SOURCE = Path(__file__).with_name("client.c")
 NAME = "opencoti-client"
@@ -41,6 +44,7 @@ def install(server_dir: Path, python: str = sys.executable) -> tuple[Path | None
     stamp = server_dir / (NAME + STAMP_SUFFIX)
     inputs = hashlib.sha256(SOURCE.read_bytes() + "\0".join(command(compiler, python, NAME)).encode()).hexdigest()
     if _stamped(client, stamp) == inputs:
+        _private(client, stamp)  # as an older server may have left them
         return client, "current"
     with tempfile.TemporaryDirectory(dir=server_dir, prefix=f".{NAME}.") as scratch:  # the linker's to write in
         made = subprocess.run(command(compiler, python, os.path.join(scratch, NAME)), capture_output=True, text=True)
@@ -48,15 +52,23 @@ def install(server_dir: Path, python: str = sys.executable) -> tuple[Path | None
             first = (made.stderr.strip().splitlines() or [f"status {made.returncode}"])[0]
             return None, f"{compiler} could not compile {SOURCE.name}: {first}"
         output = files.sha256(Path(scratch, NAME))
+        os.chmod(os.path.join(scratch, NAME), boundary.CLIENT_MODE)  # the user's alone, whatever the umask
         os.replace(os.path.join(scratch, NAME), client)
     fd, tmp = tempfiles.create(stamp)
     try:
+        os.fchmod(fd, boundary.PRIVATE_FILE)
         with os.fdopen(fd, "w") as fh:
             fh.write(f"{inputs} {output}\n")
         os.replace(tmp, stamp)
     finally:
         tmp.unlink(missing_ok=True)
     return client, "compiled"
+
+
+def _private(client: Path, stamp: Path) -> None:
+    for path, mode in ((client, boundary.CLIENT_MODE), (stamp, boundary.PRIVATE_FILE)):
+        if stat.S_IMODE(path.stat().st_mode) != mode:
+            os.chmod(path, mode)
 
 
 def _stamped(client: Path, stamp: Path) -> str | None:

@@ -58,13 +58,23 @@ def configuration_key(variable_args: Sequence[str]) -> str:
     return hashlib.sha256("\0".join(sorted(variable_args)).encode(errors="surrogateescape")).hexdigest()[:16]
 
 
-def server_dir(project: Path | str, variable_args: Sequence[str]) -> Path:
-    """``BUILD_DIR/server`` for these variables (BUILD_DIR relative to the checkout unless absolute)."""
+def build_dir_arg(variable_args: Sequence[str]) -> str:
+    """BUILD_DIR as the variables give it (relative to the checkout unless absolute)."""
     build_dir = DEFAULT_BUILD_DIR
     for arg in variable_args:
         if arg.startswith("BUILD_DIR="):
             build_dir = arg.partition("=")[2]
-    return Path(project, build_dir, SERVER_DIR)
+    return build_dir
+
+
+def server_dir(project: Path | str, variable_args: Sequence[str]) -> Path:
+    """``BUILD_DIR/server`` for these variables (BUILD_DIR relative to the checkout unless absolute)."""
+    return Path(project, build_dir_arg(variable_args), SERVER_DIR)
+
+
+def shown_server_dir(variable_args: Sequence[str]) -> str:
+    """``BUILD_DIR/server`` as a line to the user names it: as the variables give BUILD_DIR (as client.c does)."""
+    return os.path.join(build_dir_arg(variable_args), SERVER_DIR)
 
 
 def socket_name(variable_args: Sequence[str]) -> str:
@@ -81,9 +91,14 @@ def short_path(directory_fd: int, name: str) -> str:
     return f"/proc/self/fd/{directory_fd}/{name}"
 
 
-def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+def frame(message: dict[str, Any]) -> bytes:
+    """A message as it goes over the socket: its length, then its JSON."""
     data = json.dumps(message).encode()
-    framed = _LENGTH.pack(len(data)) + data
+    return _LENGTH.pack(len(data)) + data
+
+
+def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    framed = frame(message)
     if fds:
         sent = socket.send_fds(sock, [framed], list(fds))
         framed = framed[sent:]
