@@ -30,16 +30,22 @@ COMPILERS = {
 ARCHIVERS = {"x86_64": "ar", "aarch64": "aarch64-linux-gnu-ar"}
 # Defined by cosmocc on every compile.
 COSMO_DEFINES = ("-D__COSMOPOLITAN__", "-D__COSMOCC__", "-D__FATCOSMOCC__")
-# Fatal in cosmocc's fat mode, with its reasons.
+# Fatal in cosmocc's fat mode, in its words (tool/cosmocc/bin/cosmocc 4.0.2).
 REFUSED_FLAGS = {
-    "-shared": "cosmocc can't build shared objects",
-    "-r": "cosmocc can't do relocatable links",
-    "-pie": "cosmocc can't build position-independent executables",
-    "-nostdlib": "cosmocc's fat mode can't link without its runtime",
+    "-shared": "-shared flag not supported",
+    "-r": "-r flag not supported",
+    "-pie": "-pie flag not supported",
+    "-nostdlib": "-nostdlib flag not supported",
+    "-S": "-S flag not supported",
     "-march=native": "-march=native can't be used when building fat binaries",
-    "-S": "the fat driver can't emit assembly; use -Xx86_64 or an arch-specific cc",
 }
-REFUSED_SUFFIXES = (".s", ".S", ".so")
+REFUSED_SUFFIXES = {".s": "assembler input files", ".S": "assembler input files",
+                    ".so": "dynamic shared object input files"}
+# What cosmocc's -E/-M/-MM takes away from the x86-64 compiler's view: the CPU and Linux macros (unix stays).
+PREPROCESS_UNDEFINES = tuple("-U" + m for m in (
+    "__k8", "__k8__", "__amd64", "__amd64__", "__x86_64", "__x86_64__", "__MMX__", "__MMX_WITH_SSE__", "__SSE_MATH__",
+    "__SEG_FS", "__SEG_GS", "__SSE__", "__FXSR__", "__SSE2__", "__SSE2_MATH__", "linux", "__linux", "__linux__",
+    "__gnu_linux__")) + ("-mno-red-zone", "-mlong-double-64")
 # Flags whose value is the next argument (so it is not taken for an input file).
 VALUE_FLAGS = frozenset(("-MT", "-I", "-iquote", "-isystem", "-idirafter", "-include", "-imacros", "-D", "-U", "-x", "-Xlinker", "-Xpreprocessor", "-u", "-T"))
 ELF_MACHINE_AARCH64 = 183
@@ -69,12 +75,12 @@ def twin(path: str) -> str:
 def parse(args: list[str]) -> Invocation:
     for arg in args:
         if " " in arg:
-            raise FatError(f"argument contains a space (fat mode refuses it): {arg!r}")
+            raise FatError(f"arguments containing spaces unsupported: {arg}")
     inv = Invocation(mode="link")
     it = iter(args)
     for arg in it:
         if arg in REFUSED_FLAGS:
-            raise FatError(f"{arg}: {REFUSED_FLAGS[arg]}")
+            raise FatError(REFUSED_FLAGS[arg])
         if arg == "-c":
             inv.mode = "compile"
         elif arg in ("-E", "-M", "-MM"):
@@ -99,8 +105,9 @@ def parse(args: list[str]) -> Invocation:
         elif arg in VALUE_FLAGS:
             inv.common += [arg, next(it, "")]
         elif not arg.startswith("-") and not arg.startswith("@"):
-            if arg.endswith(REFUSED_SUFFIXES):
-                raise FatError(f"{arg}: assembly and shared-object inputs are refused in fat mode")
+            suffix = os.path.splitext(arg)[1]
+            if suffix in REFUSED_SUFFIXES:
+                raise FatError(f"{arg}: {REFUSED_SUFFIXES[suffix]} not supported")
             inv.inputs.append(arg)
         else:
             inv.common.append(arg)
@@ -109,7 +116,7 @@ def parse(args: list[str]) -> Invocation:
 
 def _tmpdir_check() -> None:
     if " " in os.environ.get("TMPDIR", ""):
-        raise FatError("TMPDIR contains a space; cosmocc refuses it")
+        raise FatError("$TMPDIR containing spaces not supported")
 
 
 def _log(argv: list[str]) -> None:
@@ -169,7 +176,9 @@ def _compile_argvs(driver: str, inv: Invocation) -> tuple[dict[str, list[str]], 
     if inv.dep_file is not None:
         deps = {"x86_64": inv.dep_file, "aarch64": twin(inv.dep_file)}
     elif any(f in inv.common for f in ("-MD", "-MMD")):
-        deps = {arch: out + ".d" for arch, out in outputs.items()}
+        # cosmocc names them after -o (foo.o.d), or after the source without one (foo.d)
+        base = inv.output + ".d" if inv.output else os.path.splitext(output)[0] + ".d"
+        deps = {"x86_64": base, "aarch64": twin(base)}
     commands = {}
     for arch in ARCHES:
         argv = [COMPILERS[driver][arch], *COSMO_DEFINES, *inv.common, *inv.per_arch[arch], "-c", "-o", outputs[arch]]
@@ -203,7 +212,7 @@ def _compile(driver: str, inv: Invocation) -> int:
 
 
 def _preprocess(driver: str, inv: Invocation) -> int:
-    argv = [COMPILERS[driver]["x86_64"], *COSMO_DEFINES, *inv.common, *inv.per_arch["x86_64"]]
+    argv = [COMPILERS[driver]["x86_64"], *PREPROCESS_UNDEFINES, *COSMO_DEFINES, *inv.common]
     if inv.dep_file:
         argv += ["-MF", inv.dep_file]
     if inv.output:
@@ -237,7 +246,7 @@ def _link(driver: str, inv: Invocation, args: list[str]) -> int:
     output = inv.output or "a.out"
     for item in inv.inputs:
         if item.endswith((".o", ".a")) and not os.path.exists(twin(item)):
-            raise FatError(f"linker input missing concomitant {twin(item)}")
+            raise FatError(f"{item}: linker input missing concomitant {twin(item)} file")
     elfs = {"x86_64": output + ".com.dbg", "aarch64": output + ".aarch64.elf"}
     status, _ = _run_parallel({arch: _link_argv(driver, args, arch, elfs[arch]) for arch in ARCHES})
     if any(status.values()):
