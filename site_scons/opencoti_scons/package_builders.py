@@ -29,6 +29,7 @@ def _spec_contents(spec: dict) -> packaging.Contents:
         dsos={b: Path(p) for b, p in spec["dsos"].items()},
         model=Path(spec["model"]) if spec["model"] else None,
         args_file=Path(spec["args"]) if spec["args"] else None,
+        server=spec["server"],
     )
 
 

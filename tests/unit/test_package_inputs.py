@@ -110,6 +110,14 @@ def test_default_args_match_build_embedder_args() -> None:
     ]
 
 
+def test_default_args_for_llama_cpps_server_use_only_its_own_options() -> None:
+    """A host built from LLAMACPP= runs llama.cpp's server: no --server, no slot options of the patch series."""
+    text = embed_args.default_args("tiny.gguf", "llama-server")
+    assert embed_args.parse_words(text) == [
+        "-m", "/zip/tiny.gguf", "--embedding", "--pooling", "last", "--ctx-size", "16384", "--parallel", "2"]
+    assert not set(embed_args.options_used(embed_args.parse_words(text))) & set(embed_args.SERIES_OPTIONS)
+
+
 def test_default_args_quote_a_model_name_with_spaces() -> None:
     words = embed_args.parse_words(embed_args.default_args("my model.gguf"))
     assert words[:2] == ["-m", "/zip/my model.gguf"]

@@ -24,6 +24,20 @@ EMBEDDER_OPTIONS: tuple[tuple[str, ...], ...] = (
     ("--slot-shrink-idle-ms", "30000"),
 )
 
+# The same embedder on llama.cpp's own server (a host built from LLAMACPP=, which reads .args through the project's
+# main, host/zip_args.c): it is always a server, and has no slot options.
+LLAMA_SERVER_OPTIONS: tuple[tuple[str, ...], ...] = (
+    ("--embedding",),
+    ("--pooling", "last"),
+    ("--ctx-size", "16384"),
+    ("--parallel", "2"),
+)
+# Which options a generated .args gives, by the server the host runs.
+SERVER_OPTIONS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "llamafile": EMBEDDER_OPTIONS,
+    "llama-server": LLAMA_SERVER_OPTIONS,
+}
+
 # The options only the opencoti patch series adds: a host lacking one of them lacks the series.
 SERIES_OPTIONS: tuple[str, ...] = ("--slot-initial-ctx", "--slot-shrink-idle-ms")
 MODEL_OPTIONS: tuple[str, ...] = ("-m", "--model")
@@ -36,10 +50,11 @@ class ArgsError(UserError):
     """An .args file is unusable or asks for options the host lacks. One line naming the problem."""
 
 
-def default_args(model_name: str) -> str:
-    """The generated .args for a model embedded as ``model_name``: one option (and value) per line."""
+def default_args(model_name: str, server: str = "llamafile") -> str:
+    """The generated .args for a model embedded as ``model_name`` into a host running ``server`` (SERVER_OPTIONS):
+    one option (and value) per line."""
     lines = [f"-m {shlex.quote('/zip/' + model_name)}"]
-    lines += [" ".join(option) for option in EMBEDDER_OPTIONS]
+    lines += [" ".join(option) for option in SERVER_OPTIONS[server]]
     return "\n".join(lines) + "\n"
 
 

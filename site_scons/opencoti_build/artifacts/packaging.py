@@ -124,13 +124,14 @@ class Contents:
     dsos: Mapping[str, Path] = field(default_factory=dict)
     model: Path | None = None
     args_file: Path | None = None
+    server: str = "llamafile"  # what the host runs, which the generated .args is for (embed_args.SERVER_OPTIONS)
 
     def args_text(self) -> str | None:
         """The .args to embed: ARGS= verbatim, else the generated default; None without a model."""
         if self.model is None:
             return None
         if self.args_file is None:
-            return embed_args.default_args(self.model.name)
+            return embed_args.default_args(self.model.name, self.server)
         try:
             return self.args_file.read_text(encoding="utf-8")
         except FileNotFoundError:

@@ -5,7 +5,8 @@ Both are the same description (opencoti_build.tree.sources) read two ways; the b
 tree compiles every package of sources.HOST_PROGRAM and stores llamafile's ``/zip/`` sources in the binary. A
 checkout compiles the llama.cpp part of those packages as opencoti_build.tree.upstream reads it, with ggml-cpu's
 per-architecture kernels through one wrapper per file (upstream.arch_wrappers: the x86-64 half of each fat object
-holds ``arch/x86``'s kernels, the aarch64 half ``arch/arm``'s), and links llama.cpp's server with its own ``main``.
+holds ``arch/x86``'s kernels, the aarch64 half ``arch/arm``'s), and links llama.cpp's server with its own ``main``,
+which the project's ARGS_MAIN runs after reading the artifact's ``/zip/.args``.
 """
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from opencoti_build.tree import sources, upstream, zip_sources
 
 # The checkout's server, under the lane's object directory (upstream make's layout: o/$(MODE)/llama.cpp/...).
 CHECKOUT_OUTPUT = "llama.cpp/tools/server/llama-server"
+# llama.cpp's server reads no /zip/.args: a checkout's is linked with --wrap=main and this main of the project's,
+# which reads it first (the file says how), so its embedder artifact starts as llamafile's does.
+ARGS_MAIN = "host/zip_args.c"
+ARGS_MAIN_LINK_FLAGS = ("-Wl,--wrap=main",)
 # The checkout's objects lie apart from the llamafile tree's (the same description paths, other flags), so
 # building one after the other rebuilds neither.
 CHECKOUT_OBJDIR = "checkout"
@@ -34,6 +39,7 @@ class HostTree:
     iquote: tuple[str, ...]  # description dirs on every inheriting package's -iquote path (config.mk's -iquote.)
     arch_wrappers: tuple[upstream.ArchWrapper, ...]  # compiled by the ggml package
     objdir: str  # under $BUILD_DIR/o/$MODE: "" or CHECKOUT_OBJDIR
+    args_main: str | None = None  # project-relative source linked before the packages (ARGS_MAIN), if any
 
     @property
     def checkout(self) -> bool:
@@ -62,7 +68,8 @@ def checkout_tree(llamacpp: str) -> HostTree:
     if missing:
         raise upstream.CheckoutError(f"LLAMACPP={llamacpp} lacks {missing[0][len(upstream.LLAMA_PREFIX):]}, a ggml core "
                                      f"source; point LLAMACPP= at a complete llama.cpp checkout")
-    program = dataclasses.replace(sources.HOST_PROGRAM, output=CHECKOUT_OUTPUT, packages=tuple(upstream.packages()))
+    program = dataclasses.replace(sources.HOST_PROGRAM, output=CHECKOUT_OUTPUT, packages=tuple(upstream.packages()),
+                                  link_flags=sources.HOST_PROGRAM.link_flags + ARGS_MAIN_LINK_FLAGS)
     packages = upstream.claimed(program.packages, llamacpp)
     for package, rels in packages:
         if not rels and not package.optional:
@@ -71,4 +78,5 @@ def checkout_tree(llamacpp: str) -> HostTree:
                                          f"known to work: {upstream.known_versions()}")
     return HostTree(root=llamacpp, llama=llamacpp, program=program,
                     packages=tuple((p, tuple(rels)) for p, rels in packages), zip_paths=(), iquote=(),
-                    arch_wrappers=tuple(upstream.arch_wrappers(llamacpp)), objdir=CHECKOUT_OBJDIR)
+                    arch_wrappers=tuple(upstream.arch_wrappers(llamacpp)), objdir=CHECKOUT_OBJDIR,
+                    args_main=ARGS_MAIN)
