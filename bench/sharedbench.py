@@ -100,14 +100,33 @@ def compare(reference: dict[str, str], got: dict[str, str]) -> dict:
             "missing": len(set(reference) - set(got))}
 
 
-class SharedScons(fatbench.SconsBuild):
-    """The fat tree's SCons build of one checkout with ``CACHE_URL`` set; its local cache is private."""
+def cache_keys(directory: Path) -> list[str]:
+    """``CACHE_SIGNING_KEY=`` and ``CACHE_TRUSTED_KEYS=`` of an ed25519 key pair made in ``directory``: Redis is a
+    shared tier, read only with trusted keys and pushed to only signed (docs/scale.md)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    def __init__(self, project: Path, tree: Path, work: Path, jobs: int, url: str) -> None:
+    private, public = directory / "cache-signing.pem", directory / "cache-trusted.pem"
+    if not public.exists():
+        key = ed25519.Ed25519PrivateKey.generate()
+        directory.mkdir(parents=True, exist_ok=True)
+        private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+        public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
+    return [f"CACHE_SIGNING_KEY={private}", f"CACHE_TRUSTED_KEYS={public}"]
+
+
+class SharedScons(fatbench.SconsBuild):
+    """The fat tree's SCons build of one checkout with ``CACHE_URL`` set and the keys in ``keys`` (both checkouts
+    sign and trust the same one); its local cache is private."""
+
+    def __init__(self, project: Path, tree: Path, work: Path, jobs: int, url: str, keys: Path) -> None:
         super().__init__(project, tree, work, jobs)
         self.url, self.cache = url, work / "cache"
-        self.argv.append(f"CACHE_URL={url}")
-        self.env = {k: v for k, v in os.environ.items() if k != "OPENCOTI_CACHE_URL"}
+        self.argv += [f"CACHE_URL={url}", *cache_keys(keys)]
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("OPENCOTI_CACHE_URL", "OPENCOTI_CACHE_SIGNING_KEY", "OPENCOTI_CACHE_TRUSTED_KEYS")}
 
     def measure(self) -> dict:
         result = run(self.argv, env=self.env)
@@ -173,8 +192,8 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
     scons_server = make_server = None
     try:
         scons_server, make_server = RedisServer(), RedisServer()
-        scons_a = SharedScons(a / "checkout", a / "src", a / "scons", jobs, scons_server.url)
-        scons_b = SharedScons(b / "checkout", b / "src", b / "scons", jobs, scons_server.url)
+        scons_a = SharedScons(a / "checkout", a / "src", a / "scons", jobs, scons_server.url, work / "keys")
+        scons_b = SharedScons(b / "checkout", b / "src", b / "scons", jobs, scons_server.url, work / "keys")
         log(f"shared: {tus} TUs, writing the Makefiles of A' and B'")
         make_a = SharedMake(a / "checkout", a / "src", a / "make", jobs, make_server.url, work, a)
         make_b = SharedMake(b / "checkout", b / "src", b / "make", jobs, make_server.url, work, b)

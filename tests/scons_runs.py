@@ -32,7 +32,8 @@ def scons_command(*args: str, build: Path, home: Path | None = None, project: Pa
     argv += [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args)
     # The stand-in, explicitly: tests never download cosmocc (a test of provisioning overrides this).
     env = dict(os.environ, HOME=str(home or build / "home"), OPENCOTI_COSMOCC="stand-in")
-    env.pop("OPENCOTI_CACHE_URL", None)  # a developer's shared cache stays out of the tests (they pass their own)
+    for name in ("OPENCOTI_CACHE_URL", "OPENCOTI_CACHE_SIGNING_KEY", "OPENCOTI_CACHE_TRUSTED_KEYS"):
+        env.pop(name, None)  # a developer's shared cache and keys stay out of the tests (they pass their own)
     env.update(env_extra or {})
     Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
     return argv, env
@@ -46,6 +47,23 @@ def scons(*args: str, build: Path, home: Path | None = None, check: bool = True,
     if check and proc.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def cache_keys(directory: Path) -> list[str]:
+    """``CACHE_SIGNING_KEY=`` and ``CACHE_TRUSTED_KEYS=`` of an ed25519 key pair kept in ``directory`` (made there
+    the first time): what a build needs to read and push a shared tier (Redis; docs/scale.md)."""
+    private, public = directory / "cache-signing.pem", directory / "cache-trusted.pem"
+    if not public.exists():
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+
+        key = ed25519.Ed25519PrivateKey.generate()
+        directory.mkdir(parents=True, exist_ok=True)
+        private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                              serialization.NoEncryption()))
+        public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
+    return [f"CACHE_SIGNING_KEY={private}", f"CACHE_TRUSTED_KEYS={public}"]
 
 
 def compiled(proc: subprocess.CompletedProcess[str]) -> list[str]:

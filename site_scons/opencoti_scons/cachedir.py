@@ -1,6 +1,6 @@
 """The object cache (CacheDir) with verified entries and keys that do not depend on paths: SCons's CacheDir
 subclassed (through opencoti_scons.engine), for site_tools/verified_cache.py. Over SCons's CacheDir it changes
-four things:
+five things:
 
 - every entry carries its SHA-256 (opencoti_build.cache.cache_entry); a retrieved entry is checked before
   it is used, and a corrupt or truncated one is a miss: one WARN naming it, the entry removed, the
@@ -12,7 +12,12 @@ four things:
   prefix maps as one canonical set, the checkout root, SRC, LLAMACPP and BUILD_DIR replaced by placeholders),
   so every layout shares entries; an entry carries its key, checked on every restore;
 - a cache directory the user cannot write is read and never written (one NOTE); one that cannot be
-  created is a one-line error. No lock files: the config is written once, by rename.
+  created is a one-line error. No lock files: the config is written once, by rename;
+- who wrote an entry is checked where others can write (opencoti_build.cache.signing): a shared tier (Redis; a
+  CACHE_DIR owned by someone else or writable by a group or by others) is read only with CACHE_TRUSTED_KEYS, and
+  then only its entries a trusted key signed (any other: one WARN per kind and tier, counted as untrusted, the step
+  built); it is pushed to only with CACHE_SIGNING_KEY, which signs every entry the build writes. Without trusted
+  keys a shared tier is not read, in one WARN line.
 
 With a Redis URL, RemoteVerifiedCacheDir puts a Redis tier behind it (over opencoti_build.cache.remote_cache):
 same keys, same checks, a step's targets fetched together; a remote that fails is turned off for the run with
@@ -36,7 +41,7 @@ import SCons.CacheDir
 import SCons.Util
 
 from opencoti_build import errors, project
-from opencoti_build.cache import cache_entry, remote_cache
+from opencoti_build.cache import cache_entry, remote_cache, signing
 from opencoti_build.incremental import tempfiles
 from opencoti_build.report import steplines
 from opencoti_scons import engine
@@ -48,13 +53,23 @@ PROJECT = str(project.ROOT)
 class Tiers:
     """The cache tiers' state for one run (not per CacheDir object: SCons may make one per environment)."""
 
-    def __init__(self, run: BuildRun, remote: remote_cache.Remote | None = None) -> None:
+    def __init__(self, run: BuildRun, remote: remote_cache.Remote | None = None,
+                 signer: signing.Signer | None = None, trusted: signing.TrustedKeys | None = None) -> None:
         self.run = run
         self.remote = remote
+        self.signer = signer  # CACHE_SIGNING_KEY: signs every entry this run writes
+        self.trusted = trusted  # CACHE_TRUSTED_KEYS: whose entries a shared tier may give
         self.local = remote_cache.TierCounts()
         self.remote_counts = remote_cache.TierCounts()
         self.readonly_said = False
         self.push_failure_said = False
+        self.local_policy = signing.Policy(trusted, shared=False)  # until read_config finds CACHE_DIR shared
+        self.local_shared: str | None = None  # why others can write CACHE_DIR (signing.shared_reason), or None
+        self.local_looked = False  # whether CACHE_DIR's owner and mode were looked at (once a run)
+        self.remote_policy = signing.Policy(trusted, shared=True)
+        self._untrusted_said: set[tuple[str, str]] = set()
+        if remote is not None:
+            self._say_shared(f"CACHE_URL {remote.url}", "shared")
         # a step's other targets, fetched from the remote with the first one and verified with it
         self.pending: dict[str, tuple[bytes, int]] = {}
         self.pending_lock = threading.Lock()
@@ -75,6 +90,45 @@ class Tiers:
                 atexit.register(self._debug_file.close)
             self._debug_file.write(text)
             self._debug_file.flush()
+
+    def _say_shared(self, tier: str, why: str, hint: str = "") -> None:
+        """The line for a shared tier when this run cannot both read it and push to it: without trusted keys it is
+        not read (one WARN); without a signing key nothing is pushed to it (a note, said when it changes)."""
+        if self.trusted is None:
+            fix = f"set CACHE_TRUSTED_KEYS=FILE{hint}, docs/scale.md"
+            self.run.say(f"WARN: cache: {tier} is {why} and CACHE_TRUSTED_KEYS is not set: " + (
+                f"not reading it ({fix}); the entries this build signs are still pushed" if self.signer is not None
+                else f"not reading it, and nothing is pushed to it unsigned ({fix}; CACHE_SIGNING_KEY=PEM to push)"))
+            return
+        if self.signer is None:
+            self.run.note(f"cache-unsigned {tier}", f"NOTE: cache: {tier} is {why}: its entries signed by "
+                          "CACHE_TRUSTED_KEYS are read, and nothing is pushed to it without CACHE_SIGNING_KEY")
+        elif self.signer.keyid not in self.trusted.keys:
+            self.run.note("cache-own-key", f"NOTE: cache: CACHE_SIGNING_KEY (key {signing.shown_id(self.signer.keyid)}) "
+                          "is not in CACHE_TRUSTED_KEYS: what this build pushes to a shared tier, it will not read back")
+
+    def found_shared(self, path: str, reason: str) -> None:
+        """CACHE_DIR is shared (others can write it: ``reason``): its entries are held to the shared rule."""
+        self.local_shared = reason
+        self.local_policy = signing.Policy(self.trusted, shared=True)
+        mine = not reason.startswith("owned by ")
+        self._say_shared(f"CACHE_DIR {path}", f"shared ({reason})", f", or `chmod go-w {path}` if it is yours alone"
+                         if mine else "")
+
+    def reads(self, shared: bool) -> bool:
+        """Whether a tier is read this run: a shared one only with trusted keys."""
+        return not shared or self.trusted is not None
+
+    def untrusted(self, counts: remote_cache.TierCounts, tier: str, exc: cache_entry.UntrustedEntry,
+                  node: object) -> None:
+        """An entry no trusted key vouches for: counted, and said once per kind and tier."""
+        counts.add("untrusted")
+        with self.pending_lock:
+            said = (tier, exc.kind) in self._untrusted_said
+            self._untrusted_said.add((tier, exc.kind))
+        if not said:
+            self.run.say(f"WARN: cache: untrusted entry in {tier}: {exc}; not used, building {node} (more like it are "
+                         "counted in the cache line)")
 
     def push_failed(self, exc: OSError, what: str) -> None:
         """A push to the local tier failed: said once a run (a full disk fails every push that follows)."""
@@ -110,7 +164,7 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
             return
         try:
             if not os.path.isfile(config):
-                os.makedirs(path, exist_ok=True)
+                os.makedirs(path, mode=0o755, exist_ok=True)  # a new cache is its user's alone, whatever the umask
                 _write_config(config)
             elif os.access(path, os.W_OK):
                 tempfiles.remove_stale(path, "config")  # what a run killed (or out of space) while writing it left
@@ -126,6 +180,19 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         if not self.writable and not self.tiers.readonly_said:
             self.tiers.readonly_said = True
             self.tiers.run.say(f"NOTE: cache {path} is read-only for this user: entries are read, none are written")
+        self._find_shared(path)
+
+    def _find_shared(self, path: str) -> None:
+        """Whether others can write CACHE_DIR (once a run: SCons may make a CacheDir per environment)."""
+        if self.tiers.local_looked:
+            return
+        self.tiers.local_looked = True
+        try:
+            reason = signing.shared_reason(os.stat(path))
+        except OSError:
+            return  # not there (a dry run's): nobody else's
+        if reason is not None:
+            self.tiers.found_shared(path, reason)
 
     def is_readonly(self) -> bool:
         return super().is_readonly() or not self.writable
@@ -147,9 +214,12 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
 
     def get_cachedir_csig(self, node) -> str | None:
         _, cachefile = self.cachepath(node)
+        if not self.tiers.reads(self.tiers.local_shared is not None):
+            return None
         try:
-            return cache_entry.content_signature(cachefile, SCons.Util.get_current_hash_algorithm_used())
-        except (OSError, cache_entry.CorruptEntry):
+            return cache_entry.content_signature(cachefile, SCons.Util.get_current_hash_algorithm_used(),
+                                                 self.tiers.local_policy)
+        except (OSError, cache_entry.CorruptEntry, cache_entry.UntrustedEntry):
             return None
 
     def retrieve(self, node) -> bool:
@@ -177,14 +247,25 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         """Bring ``node`` from the cache, verified; False: a miss (the step is built)."""
         peers = node.get_executor().get_all_targets()
         entries = [self.cachepath(t)[1] for t in peers]
+        if not self.tiers.reads(self.tiers.local_shared is not None):
+            return self._miss(node, peers, counted=False)  # shared, and no trusted keys: not read
         if not all(os.path.isfile(e) for e in entries):
             return self._miss(node, peers)  # a pair comes out whole or not at all
         _, cachefile = self.cachepath(node)
-        if SCons.Action.execute_actions and node is peers[0] and not self._peers_bound(node, entries[1:]):
-            return False
+        if SCons.Action.execute_actions and node is peers[0]:
+            refused = self._peers_refused(node, entries)
+            if refused == "corrupt":
+                return False
+            if refused:  # outdated (a miss), or untrusted: the remote tier may hold the step whole and signed
+                return self._miss(node, peers, counted=refused == "outdated")
+        if not SCons.Action.execute_actions and not all(self._vouched(e) for e in entries):
+            return self._miss(node, peers)  # what a build would refuse, a dry run does not count from the cache
         if SCons.Action.execute_actions:
             try:
-                cache_entry.read_entry(cachefile, node.get_abspath())
+                cache_entry.read_entry(cachefile, node.get_abspath(), self.tiers.local_policy)
+            except cache_entry.UntrustedEntry as exc:
+                self.tiers.untrusted(self.tiers.local, "local", exc, node)
+                return self._miss(node, peers, counted=False)
             except cache_entry.OutdatedEntry:
                 self._remove(cachefile)  # an earlier format's: replaced by this build's push, without a WARN
                 return self._miss(node, peers)
@@ -204,26 +285,41 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         self.tiers.local.add("hits")
         return True
 
-    def _peers_bound(self, node, entries: list[str]) -> bool:
-        """Whether the step's other entries are whole and under their own keys, checked before the first target is
-        restored: a damaged twin entry is said (one WARN, counted) and removed, not restored half a step late."""
-        bound = True
+    def _peers_refused(self, node, entries: list[str]) -> str:
+        """Whether the step's entries are whole, under their own keys and vouched for, checked before its first
+        target is restored: a damaged twin entry is said (one WARN, counted) and removed, not restored half a step
+        late; an untrusted one is said and counted; an earlier format's is removed. "" when they are, else the worst
+        of "corrupt" (or gone), "untrusted" and "outdated"."""
+        found = {""}
         for entry in entries:
             try:
-                cache_entry.check_trailer(entry)
+                cache_entry.check_trailer(entry, self.tiers.local_policy)
+            except cache_entry.UntrustedEntry as exc:
+                self.tiers.untrusted(self.tiers.local, "local", exc, node)
+                found.add("untrusted")
             except cache_entry.OutdatedEntry:
-                self._remove(entry)
-                bound = False
+                self._remove(entry)  # replaced by this build's push, without a WARN
+                found.add("outdated")
             except cache_entry.CorruptEntry as exc:
                 self._drop(entry, f"{exc}; rebuilding {node}")
-                bound = False
+                found.add("corrupt")
             except OSError:
-                bound = False  # gone meanwhile (another build's prune): a miss
-        return bound
+                found.add("corrupt")  # gone meanwhile (another build's prune): a miss
+        return next(kind for kind in ("corrupt", "untrusted", "outdated", "") if kind in found)
 
-    def _miss(self, node, peers: list) -> bool:
-        """What a step some of whose entries this tier lacks gets: nothing (a remote tier overrides it)."""
-        self.tiers.local.add("misses", len(peers))
+    def _vouched(self, entry: str) -> bool:
+        """Whether an entry is whole and one this run would use (a dry run's quiet look: nothing said or removed)."""
+        try:
+            cache_entry.check_trailer(entry, self.tiers.local_policy)
+        except (OSError, cache_entry.CorruptEntry, cache_entry.UntrustedEntry):
+            return False
+        return True
+
+    def _miss(self, node, peers: list, counted: bool = True) -> bool:
+        """What a step some of whose entries this tier lacks gets: nothing (a remote tier overrides it).
+        ``counted``: a miss of this tier's (not one it was not asked for, or refused as untrusted)."""
+        if counted:
+            self.tiers.local.add("misses", len(peers))
         return False
 
     def _drop(self, cachefile: str, why: str) -> None:
@@ -241,16 +337,18 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
     def push(self, node):
         if self.is_readonly() or not self.is_enabled() or node.nocache or not SCons.Action.execute_actions:
             return None
+        if self.tiers.local_shared is not None and self.tiers.signer is None:
+            return None  # a shared CACHE_DIR is given signed entries only
         if moved_inputs(node):
             return None  # built from inputs that moved under it: its key names other bytes (progress.moved_inputs)
         cachedir, cachefile = self.cachepath(node)
-        if _holds_its_entry(cachefile):
+        if _holds_its_entry(cachefile, self.tiers.local_policy):
             self.CacheDebug("CachePush(%s):  %s already exists in cache\n", node, cachefile)
             return None  # another build pushed the same step first
         try:
-            os.makedirs(cachedir, exist_ok=True)
+            os.makedirs(cachedir, mode=0o755, exist_ok=True)
             tempfiles.remove_stale(cachedir)  # what a push killed here earlier left
-            cache_entry.write_entry(node.get_abspath(), cachefile)
+            cache_entry.write_entry(node.get_abspath(), cachefile, self.tiers.signer)
             self.tiers.local.add("pushed")
             self.CacheDebug("CachePush(%s):  pushing to %s\n", node, cachefile)
         except OSError as exc:
@@ -272,12 +370,13 @@ def _remove_unlocked_configs(path: str) -> None:
                         os.unlink(entry.path)
 
 
-def _holds_its_entry(cachefile: str) -> bool:
-    """Whether ``cachefile`` is a whole entry of this format for its key: anything else there (an earlier format's,
-    a damaged or swapped one a retrieve did not reach) is replaced by the push, not kept."""
+def _holds_its_entry(cachefile: str, policy: signing.Policy) -> bool:
+    """Whether ``cachefile`` is a whole entry of this format for its key, one ``policy`` vouches for: anything else
+    there (an earlier format's, a damaged or swapped one a retrieve did not reach, an untrusted one) is replaced by
+    the push, not kept."""
     try:
-        cache_entry.check_trailer(cachefile)
-    except (OSError, cache_entry.CorruptEntry):
+        cache_entry.check_trailer(cachefile, policy)
+    except (OSError, cache_entry.CorruptEntry, cache_entry.UntrustedEntry):
         return False
     return True
 
@@ -333,10 +432,10 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
         self.tiers.remote_counts.add("hits")
         return True
 
-    def _miss(self, node, peers: list) -> bool:
-        super()._miss(node, peers)
+    def _miss(self, node, peers: list, counted: bool = True) -> bool:
+        super()._miss(node, peers, counted)
         remote = self.tiers.remote
-        if remote is None or not SCons.Action.execute_actions:
+        if remote is None or not SCons.Action.execute_actions or not self.tiers.reads(shared=True):
             return False
         entries = [self.cachepath(t)[1] for t in peers]
         keys = [os.path.basename(e) for e in entries]
@@ -350,7 +449,9 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
         found = []
         for key, value in zip(keys, present):  # every value checked: a damaged one is dropped, not left for later
             try:
-                found.append(remote_cache.unpack(value, key))
+                found.append(remote_cache.unpack(value, key, self.tiers.remote_policy))
+            except cache_entry.UntrustedEntry as exc:  # whole, but nobody vouches for it: a signed push replaces it
+                self.tiers.untrusted(self.tiers.remote_counts, remote.url, exc, node)
             except cache_entry.CorruptEntry as exc:
                 self.tiers.remote_counts.add("corrupt")
                 self.tiers.run.say(f"WARN: cache: corrupt entry {exc} in {remote.url}; removed there, rebuilding {node}")
@@ -358,7 +459,7 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
         if len(found) != len(present):
             return False
         for entry, (blob, _, mode) in zip(entries, found):
-            if not self.is_readonly() and not os.path.isfile(entry):
+            if not self.is_readonly() and not _holds_its_entry(entry, self.tiers.local_policy):
                 try:
                     cache_entry.store_sealed(blob, entry, mode)
                 except OSError:
@@ -370,9 +471,9 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
     def push(self, node):
         super().push(node)
         remote = self.tiers.remote
-        if (remote is None or SCons.CacheDir.CacheDir.is_readonly(self) or not self.is_enabled() or node.nocache
-                or not SCons.Action.execute_actions or moved_inputs(node)):
-            return None
+        if (remote is None or remote.signer is None or SCons.CacheDir.CacheDir.is_readonly(self)
+                or not self.is_enabled() or node.nocache or not SCons.Action.execute_actions or moved_inputs(node)):
+            return None  # unsigned, nothing goes to a shared tier
         if remote.push_file(os.path.basename(self.cachepath(node)[1]), node.get_abspath()):
             self.tiers.remote_counts.add("pushed")
         return None

@@ -20,7 +20,7 @@ import pytest
 
 from bench import servers
 
-from scons_runs import clone, scons
+from scons_runs import cache_keys, clone, scons
 
 FIXTURE = Path("tests") / "fixtures" / "llamafile-mini"
 
@@ -87,7 +87,7 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     cases = layouts(root, first, second, outside)
     redis = servers.RedisServer() if shutil.which("redis-server") and importlib.util.find_spec("redis") else None
     try:
-        url = [f"CACHE_URL={redis.url}"] if redis else []
+        url = [f"CACHE_URL={redis.url}", *cache_keys(root / "keys")] if redis else []  # Redis: signed entries only
         _, want = build(cases["defaults"], root, root / "cache", *url)  # fills both tiers
         assert any(name.endswith(".llamafile") for name in want) and any("/.aarch64/" in name for name in want)
         yield Filled(root, cases, root / "cache", want, redis)
@@ -117,7 +117,8 @@ def test_every_layout_builds_from_the_redis_tier_alone(filled: Filled) -> None:
     for name, layout in filled.cases.items():
         local = filled.root / "empty-cache"
         shutil.rmtree(local, ignore_errors=True)
-        stdout, got = build(layout, filled.root, local, f"CACHE_URL={filled.redis.url}")
+        stdout, got = build(layout, filled.root, local, f"CACHE_URL={filled.redis.url}",
+                            *cache_keys(filled.root / "keys"))
         assert misses(stdout, filled.redis.url) == 0 and "FATCC" not in stdout, f"{name}:\n{stdout}"
         assert got == filled.want, f"{name}: outputs differ from the defaults' build"
 

@@ -18,7 +18,7 @@ from bench import servers
 from opencoti_build.cache import cache_entry, remote_cache
 from opencoti_build.report import summary
 
-from scons_runs import MINI_TREE, copy_checkout, scons, scons_command
+from scons_runs import MINI_TREE, cache_keys, copy_checkout, scons, scons_command
 
 REDIS_SERVER = shutil.which("redis-server")
 needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server (scripts/install-deps)")
@@ -73,14 +73,16 @@ def tier_line(stdout: str, url: str) -> tuple[int, int, int, int]:
 
 
 class Warm:
-    """One redis-server filled by a cold build of a private copy of the mini tree (its outputs: the reference)."""
+    """One redis-server filled by a cold build of a private copy of the mini tree (its outputs: the reference).
+    Redis is a shared tier: every build here signs what it pushes and trusts the same key (``keys``)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.src = root / "src"
         shutil.copytree(MINI_TREE, self.src)
+        self.keys = cache_keys(root / "keys")
         self.server = RedisServer()
-        first = self.build(root / "first", f"CACHE_URL={self.server.url}")
+        first = self.build(root / "first", f"CACHE_URL={self.server.url}", *self.keys)
         self.steps = summary.parse(first.stdout)["compiled"]
         self.reference = digests(root / "first" / "out")
         self.clone = root / "second-clone-at-another-path"
@@ -91,10 +93,12 @@ class Warm:
         return scons("-j2", f"SRC={self.src}", *args, build=build, **({"project": project} if project else {}), **kw)
 
     def clone_build(self) -> subprocess.CompletedProcess[str]:
-        """A build in the second clone with an empty local cache (OPENCOTI_CACHE_URL names the remote)."""
+        """A build in the second clone with an empty local cache (OPENCOTI_CACHE_URL names the remote, and the
+        environment the keys)."""
         build = self.root / "clone-build"
         shutil.rmtree(build, ignore_errors=True)
-        return self.build(build, project=self.clone, env_extra={"OPENCOTI_CACHE_URL": self.server.url})
+        keys = {f"OPENCOTI_{arg.split('=', 1)[0]}": arg.split("=", 1)[1] for arg in self.keys}
+        return self.build(build, project=self.clone, env_extra={"OPENCOTI_CACHE_URL": self.server.url, **keys})
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +159,7 @@ def test_a_full_server_stops_the_pushes_with_one_warn_and_still_serves_reads(red
 @needs_redis
 def test_redis_killed_mid_build_costs_one_warn(warm: Warm, redis_server: RedisServer) -> None:
     build = warm.root / "killed"
-    argv, env = scons_command("-j2", f"SRC={warm.src}", f"CACHE_URL={redis_server.url}", build=build)
+    argv, env = scons_command("-j2", f"SRC={warm.src}", f"CACHE_URL={redis_server.url}", *warm.keys, build=build)
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     while not redis_server.keys() and proc.poll() is None and time.monotonic() < deadline:
@@ -174,7 +178,7 @@ def test_two_builds_at_once_leave_every_entry_whole(warm: Warm, redis_server: Re
     runs = []
     for name in ("one", "two"):
         argv, env = scons_command("-j2", f"SRC={warm.src}", f"CACHE_URL={redis_server.url}", f"CACHE_DIR={cache}",
-                                  build=warm.root / name)
+                                  *warm.keys, build=warm.root / name)
         runs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [p.communicate(timeout=600)[0] for p in runs]
     assert [p.returncode for p in runs] == [0, 0], outputs

@@ -25,7 +25,7 @@ from bench import servers
 from opencoti_build.cache import cache_entry, remote_cache
 
 from packaging_support import write_gguf
-from scons_runs import MINI_TREE, PROJECT, copy_checkout, scons, scons_command
+from scons_runs import MINI_TREE, PROJECT, cache_keys, copy_checkout, scons, scons_command
 
 HEADER = "llama.cpp/ggml/include/ggml.h"
 # Header variants whose every includer's object bytes differ (a top-level asm section), so an object
@@ -440,7 +440,7 @@ def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(r
     ws, server = remote_space
     rng = random.Random(f"{seed}-remote-{trial}")
     scenario = REMOTE_SCENARIOS[trial % len(REMOTE_SCENARIOS)]
-    url = f"CACHE_URL={server.url}"
+    url = (f"CACHE_URL={server.url}", *cache_keys(ws.root))  # Redis is a shared tier: signed entries only
     shutil.rmtree(ws.out, ignore_errors=True)
     if scenario == "cold":
         server.client.flushall()
@@ -448,11 +448,11 @@ def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(r
         shutil.rmtree(ws.cache, ignore_errors=True)
     else:
         ws.set_variant(rng.choice([v for v in range(len(VARIANTS)) if v != ws.variant]))
-    proc = ws.start(url)
+    proc = ws.start(*url)
     time.sleep(rng.uniform(0.3, REMOTE_KILL_WINDOW_S[scenario]))
     kill(proc, whole_group=rng.random() < 0.7)
 
-    rebuilt = ws.build(url)
+    rebuilt = ws.build(*url)
     assert "Traceback" not in rebuilt.stdout + rebuilt.stderr and "WARN" not in rebuilt.stdout, rebuilt.stdout
     ws.assert_clean_equivalent()
     assert_every_entry_verifies(ws.cache)
@@ -462,7 +462,7 @@ def test_sigkill_with_a_redis_tier_then_each_tier_alone_rebuilds_a_clean_build(r
     # (an empty local cache, no outputs) gives a clean build's bytes
     shutil.rmtree(ws.out)
     shutil.rmtree(ws.cache)
-    alone = ws.build(url)
+    alone = ws.build(*url)
     assert remote_tier(alone.stdout, server.url)["hits"] > 0 and remote_tier(alone.stdout, server.url)["corrupt"] == 0
     ws.assert_clean_equivalent()
 
@@ -609,11 +609,11 @@ def test_swapped_cache_entries_never_reach_an_output(remote_space, trial: int, s
     sharing layer's bug): each is refused as stored under another key, rebuilt and replaced."""
     ws, server = remote_space
     rng = random.Random(f"{seed}-swap-{trial}")
-    url = f"CACHE_URL={server.url}"
+    url = (f"CACHE_URL={server.url}", *cache_keys(ws.root))  # Redis is a shared tier: signed entries only
     for path in (ws.out, ws.cache):
         shutil.rmtree(path, ignore_errors=True)
     server.client.flushall()
-    ws.build(url)  # both tiers hold this build's entries and no others (a swap of two the build never asks for
+    ws.build(*url)  # both tiers hold this build's entries and no others (a swap of two the build never asks for
     shutil.rmtree(ws.out)  # would stay, unseen)
     if trial % 2 == 0:
         swapped = swap_values(rng, cache_entries(ws.cache), Path.read_bytes, Path.write_bytes)
@@ -624,7 +624,7 @@ def test_swapped_cache_entries_never_reach_an_output(remote_space, trial: int, s
         keys = sorted(server.client.keys(remote_cache.KEY_PREFIX + "*"))
         swapped = swap_values(rng, keys, server.client.get, server.client.set)
         names = [k.decode().removeprefix(remote_cache.KEY_PREFIX) for k in swapped]
-        proc = ws.build(url)
+        proc = ws.build(*url)
     warned = [line for line in proc.stdout.splitlines() if "holds the entry stored under key" in line]
     assert warned and all(any(n in line for n in names) for line in warned), proc.stdout
     assert re.search(r" [12] corrupt ", proc.stdout), proc.stdout

@@ -42,6 +42,15 @@ def test_key_text_neutralises_whole_paths_only() -> None:
 
 
 BIG = bytes(range(251)) * ((5 << 20) // 251)  # over four copy chunks, not a multiple of one
+# magic, length, sha256, key, signing key id, signature length, signature
+TRAILER = len(cache_entry.MAGIC) + 8 + 32 + cache_entry.KEY_BYTES + cache_entry.KEYID_BYTES + 1 + cache_entry.SIGNATURE_BYTES
+AFTER_KEY = cache_entry.KEYID_BYTES + 1 + cache_entry.SIGNATURE_BYTES  # what follows the key field
+
+
+def rekeyed(blob: bytes, key: str) -> bytes:
+    """``blob`` with the key field of its trailer (wherever the blob ends) made ``key``."""
+    at = len(blob) - AFTER_KEY - cache_entry.KEY_BYTES
+    return blob[:at] + key.encode().ljust(cache_entry.KEY_BYTES, b"\0") + blob[len(blob) - AFTER_KEY:]
 
 
 def entry_of(tmp_path: Path, data: bytes, mode: int = 0o644) -> Path:
@@ -57,7 +66,7 @@ def entry_of(tmp_path: Path, data: bytes, mode: int = 0o644) -> Path:
 def test_every_size_round_trips_through_a_file_entry_and_the_sealed_form(tmp_path: Path, data: bytes) -> None:
     entry = entry_of(tmp_path, data)
     assert entry.read_bytes() == cache_entry.seal(data, "entry")  # the file tier and the remote tier store the same
-    assert entry.stat().st_size == len(data) + len(cache_entry.MAGIC) + 8 + 32 + cache_entry.KEY_BYTES
+    assert entry.stat().st_size == len(data) + TRAILER
     cache_entry.read_entry(entry, tmp_path / "deep" / "er" / "back.o")  # the target's directories are made
     assert (tmp_path / "deep" / "er" / "back.o").read_bytes() == data
     assert cache_entry.unseal(cache_entry.seal(data, "n"), "n") == data
@@ -89,7 +98,7 @@ def test_the_trailer_is_checked_for_its_magic_and_length(tmp_path: Path) -> None
     }
     for name, (blob, message) in cases.items():
         entry = tmp_path / name
-        blob = blob[:len(blob) - cache_entry.KEY_BYTES] + name.encode().ljust(cache_entry.KEY_BYTES, b"\0")
+        blob = rekeyed(blob, name)
         entry.write_bytes(blob)
         with pytest.raises(cache_entry.CorruptEntry, match=f"^{entry} {message.replace('(', '.').replace(')', '.')}$"):
             cache_entry.read_entry(entry, tmp_path / "out.o")
@@ -166,19 +175,20 @@ def test_an_entry_is_bound_to_its_key_so_a_swapped_entry_is_refused(tmp_path: Pa
         cache_entry.seal(b"x", "f" * 65)
 
 
-def test_an_entry_of_the_earlier_format_is_outdated_not_corrupt(tmp_path: Path) -> None:
-    data = b"an object"
-    v1 = data + b"opencoti-cache-entry-v1\0" + len(data).to_bytes(8, "little") + hashlib.sha256(data).digest()
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_entry_of_an_earlier_format_is_outdated_not_corrupt(tmp_path: Path, version: int) -> None:
     entry = tmp_path / "entry"
-    for content in (v1, v1.replace(b"an object", b"an object of more than this format's trailer" * 4)):
-        if content is not v1:  # a longer one: its length field must say so
-            data = content[: -(24 + 8 + 32)]
-            content = data + b"opencoti-cache-entry-v1\0" + len(data).to_bytes(8, "little") + bytes(32)
+    key = b"entry".ljust(cache_entry.KEY_BYTES, b"\0") if version == 2 else b""  # v2's trailer ends in its key
+    for data in (b"an object", b"an object of more than this format's trailer" * 4):  # shorter and longer than v3's
+        content = (data + f"opencoti-cache-entry-v{version}\0".encode() + len(data).to_bytes(8, "little")
+                   + hashlib.sha256(data).digest() + key)
         entry.write_bytes(content)
         with pytest.raises(cache_entry.OutdatedEntry, match="written by an earlier cache format"):
             cache_entry.read_entry(entry, tmp_path / "out.o")
         with pytest.raises(cache_entry.OutdatedEntry):
             cache_entry.check_trailer(entry)
+        with pytest.raises(cache_entry.OutdatedEntry):
+            cache_entry.unseal(content, "entry")
         assert not (tmp_path / "out.o").exists()
 
 

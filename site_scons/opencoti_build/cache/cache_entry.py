@@ -1,12 +1,15 @@
 """Verified cache entries and path-independent cache keys (no SCons here; site_tools/verified_cache.py uses it).
 
-An entry is the file's bytes followed by a fixed trailer: a magic, the bytes' length, their SHA-256 and the key
-the entry was stored under (the cache signature: a local entry's file name, a remote entry's Redis key). Reading
-an entry checks all three against the key it is read for, and a restored file whose bytes do not match is
-removed, so a flipped byte, a truncation or an entry swapped with another (a restore from backup, a copy tool, a
-sharing layer's bug: each whole and self-consistent) is a miss, never an output. Entries are written under a temporary name
-(opencoti_build.incremental.tempfiles) and renamed into place: a reader sees a whole entry or none, whoever
-else is writing.
+An entry is the file's bytes followed by a fixed trailer: a magic, the bytes' length, their SHA-256, the key
+the entry was stored under (the cache signature: a local entry's file name, a remote entry's Redis key) and a
+signature slot (the signing key's id and its signature over the key, the length and the SHA-256: :func:`signed_message`;
+zeros when the entry is unsigned). Reading an entry checks the first four against the key it is read for, and a
+restored file whose bytes do not match is removed, so a flipped byte, a truncation or an entry swapped with another
+(a restore from backup, a copy tool, a sharing layer's bug: each whole and self-consistent) is a miss, never an
+output. Who wrote an entry is checked only where a reader asks for it (``trust``: opencoti_build.cache.signing, for
+a tier others can write): an entry it does not vouch for is an :class:`UntrustedEntry`. Entries are written under a
+temporary name (opencoti_build.incremental.tempfiles) and renamed into place: a reader sees a whole entry or none,
+whoever else is writing; an entry file is never writable by its group or others (who could change it in place).
 """
 from __future__ import annotations
 
@@ -16,17 +19,26 @@ import os
 import re
 import struct
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from opencoti_build.incremental import tempfiles
 
-MAGIC = b"opencoti-cache-entry-v2\0"
-# The earlier format's trailer (magic, content length, sha256: no key), recognised so its entries are quiet misses.
-_V1 = struct.Struct("<24sQ32s")
-_V1_MAGIC = b"opencoti-cache-entry-v1\0"
+MAGIC = b"opencoti-cache-entry-v3\0"
 KEY_BYTES = 64  # a hex SHA-256 signature, the longest SCons makes
-_TRAILER = struct.Struct(f"<{len(MAGIC)}sQ32s{KEY_BYTES}s")  # magic, content length, sha256, key (NUL-padded)
+KEYID_BYTES = 32  # a signing key's id: the SHA-256 of its public key (DER SubjectPublicKeyInfo)
+SIGNATURE_BYTES = 72  # the longest signature a key here makes: ECDSA P-256 in DER (ed25519's are 64)
+# magic, content length, sha256, key (NUL-padded), signing key id (zeros: unsigned), signature length, signature
+_TRAILER = struct.Struct(f"<{len(MAGIC)}sQ32s{KEY_BYTES}s{KEYID_BYTES}sB{SIGNATURE_BYTES}s")
+# The earlier formats' trailers, recognised so their entries are quiet misses: v1 (magic, content length, sha256:
+# no key), v2 (the same and the key: no signature).
+_OUTDATED = ((struct.Struct("<24sQ32s"), b"opencoti-cache-entry-v1\0"),
+             (struct.Struct(f"<24sQ32s{KEY_BYTES}s"), b"opencoti-cache-entry-v2\0"))
+# What a signature covers, after this context: the key (NUL-padded), the content's length and its SHA-256.
+SIGNED_CONTEXT = b"opencoti-cache-entry-v3 signature\0"
 _CHUNK = 1 << 20
+_NOT_SHARED = 0o755  # an entry's file mode: nobody but its owner may write it in place
 
 
 class CorruptEntry(Exception):
@@ -45,6 +57,47 @@ class OutdatedEntry(CorruptEntry):
     """An entry an earlier format of this build wrote: not damaged, but unverifiable against its key (a quiet miss)."""
 
 
+class UntrustedEntry(Exception):
+    """A whole entry its reader does not vouch for: unsigned, signed by a key it does not trust, or with a signature
+    that does not verify (moved from another key, or its content changed and its digest with it). ``kind`` names
+    which, for the reader's one WARN per kind."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Seal:
+    """What an entry's trailer says: the content's length and SHA-256, the key, and who signed them (``keyid``
+    all zeros and an empty ``signature``: nobody)."""
+
+    length: int
+    digest: bytes
+    key: str
+    keyid: bytes
+    signature: bytes
+
+    @property
+    def signed(self) -> bool:
+        return any(self.keyid)
+
+
+class Signer(Protocol):
+    """A private key that signs entries (opencoti_build.cache.signing.Signer)."""
+
+    keyid: bytes
+
+    def sign(self, message: bytes) -> bytes: ...
+
+
+class Trust(Protocol):
+    """A reader's rule for whose entries it uses (opencoti_build.cache.signing.Policy): ``check`` raises
+    UntrustedEntry for an entry it does not vouch for; ``st`` is the entry file's stat (None: not a file)."""
+
+    def check(self, where: str, seal: Seal, st: os.stat_result | None) -> None: ...
+
+
 def _key_field(key: str) -> bytes:
     field = key.encode("ascii")
     if len(field) > KEY_BYTES:
@@ -52,13 +105,32 @@ def _key_field(key: str) -> bytes:
     return field
 
 
-def _check_trailer(name: str, key: str, magic: bytes, length: int, stored: int, found: bytes) -> None:
-    """CorruptEntry unless a trailer read from entry ``name`` is whole and was written for ``key``."""
-    if magic != MAGIC or length != stored:
+def signed_message(key: str, length: int, digest: bytes) -> bytes:
+    """The bytes a signature over the entry of ``length`` bytes with SHA-256 ``digest`` under ``key`` signs: the
+    same content under another key is another message, so a signature moved with it does not verify."""
+    return SIGNED_CONTEXT + _key_field(key).ljust(KEY_BYTES, b"\0") + struct.pack("<Q", length) + digest
+
+
+def _pack_trailer(length: int, digest: bytes, key: str, signer: Signer | None) -> bytes:
+    field = _key_field(key)
+    if signer is None:
+        return _TRAILER.pack(MAGIC, length, digest, field, bytes(KEYID_BYTES), 0, b"")
+    signature = signer.sign(signed_message(key, length, digest))
+    if len(signature) > SIGNATURE_BYTES or len(signer.keyid) != KEYID_BYTES:
+        raise ValueError(f"a signature of {len(signature)} bytes does not fit an entry's {SIGNATURE_BYTES}")
+    return _TRAILER.pack(MAGIC, length, digest, field, signer.keyid, len(signature), signature)
+
+
+def _check_trailer(name: str, key: str, fields: tuple, stored: int) -> Seal:
+    """The Seal of a trailer's ``fields`` read from entry ``name``; CorruptEntry unless it is whole and was written
+    for ``key``."""
+    magic, length, digest, found, keyid, signature_length, signature = fields
+    if magic != MAGIC or length != stored or signature_length > SIGNATURE_BYTES:
         raise CorruptEntry(f"{name} has no valid trailer (truncated or not written by this build)")
     bound = found.rstrip(b"\0").decode("ascii", "replace")
     if bound != key:
         raise CorruptEntry(f"{name} holds the entry stored under key {bound[:16]}… (swapped or copied over)")
+    return Seal(length, digest, key, keyid, signature[:signature_length] if any(keyid) else b"")
 
 
 def _copy_hashing(src, dst, length: int | None) -> tuple[int, bytes]:
@@ -79,16 +151,17 @@ def _atomic_writer(dest: Path):
     return os.fdopen(fd, "wb"), tmp
 
 
-def write_entry(source: Path | str, entry: Path | str) -> None:
-    """Store ``source`` as the cache entry ``entry`` (its directory must exist; its name is the key), atomically."""
+def write_entry(source: Path | str, entry: Path | str, signer: Signer | None = None) -> None:
+    """Store ``source`` as the cache entry ``entry`` (its directory must exist; its name is the key), atomically;
+    signed by ``signer`` when given."""
     entry = Path(entry)
-    key = _key_field(entry.name)
+    _key_field(entry.name)
     out, tmp = _atomic_writer(entry)
     try:
         with out, open(source, "rb") as src:
             length, digest = _copy_hashing(src, out, None)
-            out.write(_TRAILER.pack(MAGIC, length, digest, key))
-        os.chmod(tmp, os.stat(source).st_mode & 0o777)
+            out.write(_pack_trailer(length, digest, entry.name, signer))
+        os.chmod(tmp, os.stat(source).st_mode & _NOT_SHARED)
         os.replace(tmp, entry)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -96,31 +169,34 @@ def write_entry(source: Path | str, entry: Path | str) -> None:
 
 
 def _check_outdated(name: str, tail: bytes, size: int) -> None:
-    """OutdatedEntry when an entry of ``size`` bytes ending in ``tail`` has the earlier format's whole trailer."""
-    if len(tail) >= _V1.size:
-        magic, length, _ = _V1.unpack_from(tail, len(tail) - _V1.size)
-        if magic == _V1_MAGIC and length == size - _V1.size:
-            raise OutdatedEntry(f"{name} was written by an earlier cache format")
+    """OutdatedEntry when an entry of ``size`` bytes ending in ``tail`` has an earlier format's whole trailer."""
+    for trailer, magic in _OUTDATED:
+        if len(tail) >= trailer.size:
+            found, length = trailer.unpack_from(tail, len(tail) - trailer.size)[:2]
+            if found == magic and length == size - trailer.size:
+                raise OutdatedEntry(f"{name} was written by an earlier cache format")
 
 
-def _trailer(entry: Path, size: int, fh) -> tuple[int, bytes]:
+def _trailer(entry: Path, size: int, fh, trust: Trust | None) -> Seal:
     fh.seek(max(0, size - _TRAILER.size))
     tail = fh.read(_TRAILER.size)
     _check_outdated(str(entry), tail, size)
     if size < _TRAILER.size:
         raise CorruptEntry(f"{entry} is shorter than its trailer")
-    magic, length, digest, key = _TRAILER.unpack(tail)
-    _check_trailer(str(entry), entry.name, magic, length, size - _TRAILER.size, key)
+    seal = _check_trailer(str(entry), entry.name, _TRAILER.unpack(tail), size - _TRAILER.size)
+    if trust is not None:
+        trust.check(str(entry), seal, os.fstat(fh.fileno()))
     fh.seek(0)
-    return length, digest
+    return seal
 
 
-def check_trailer(entry: Path | str) -> None:
-    """CorruptEntry (OutdatedEntry) unless ``entry`` ends in a whole trailer written for its key; the content is
-    not read (read_entry checks it when it restores)."""
+def check_trailer(entry: Path | str, trust: Trust | None = None) -> None:
+    """CorruptEntry (OutdatedEntry) unless ``entry`` ends in a whole trailer written for its key, UntrustedEntry
+    unless ``trust`` (when given) vouches for its signature; the content is not read (read_entry checks it when it
+    restores)."""
     entry = Path(entry)
     with open(entry, "rb") as fh:
-        _trailer(entry, os.fstat(fh.fileno()).st_size, fh)
+        _trailer(entry, os.fstat(fh.fileno()).st_size, fh, trust)
 
 
 def _open_target(dest: Path):
@@ -142,15 +218,17 @@ def _write_target(dest: Path, out, chunk: bytes | None) -> None:
         raise CannotWrite(dest, exc) from exc
 
 
-def read_entry(entry: Path | str, dest: Path | str) -> None:
-    """Restore ``entry`` to ``dest``, checking its key and digest on the way; CorruptEntry removes ``dest``.
+def read_entry(entry: Path | str, dest: Path | str, trust: Trust | None = None) -> None:
+    """Restore ``entry`` to ``dest``, checking its key, its signature (with ``trust``) and its digest on the way;
+    CorruptEntry removes ``dest``, UntrustedEntry comes before it is opened.
 
     ``dest`` is a target being brought up to date: it is written in place (no temporary to outlive a
     kill; a killed restore leaves a file the build's record does not describe, which is redone).
     """
     entry, dest = Path(entry), Path(dest)
     with open(entry, "rb") as fh:
-        length, recorded = _trailer(entry, os.fstat(fh.fileno()).st_size, fh)
+        seal = _trailer(entry, os.fstat(fh.fileno()).st_size, fh, trust)
+        length, recorded = seal.length, seal.digest
         try:
             digest, copied = hashlib.sha256(), 0
             out = _open_target(dest)
@@ -171,20 +249,23 @@ def read_entry(entry: Path | str, dest: Path | str) -> None:
             raise
 
 
-def seal(data: bytes, key: str) -> bytes:
-    """``data`` as the bytes of the entry under ``key`` (what write_entry stores), for a tier that is not a file."""
-    return data + _TRAILER.pack(MAGIC, len(data), hashlib.sha256(data).digest(), _key_field(key))
+def seal(data: bytes, key: str, signer: Signer | None = None) -> bytes:
+    """``data`` as the bytes of the entry under ``key`` (what write_entry stores), for a tier that is not a file;
+    signed by ``signer`` when given."""
+    return data + _pack_trailer(len(data), hashlib.sha256(data).digest(), key, signer)
 
 
-def unseal(blob: bytes, key: str) -> bytes:
-    """The content the bytes of the entry under ``key`` carry, checked against their trailer and key."""
+def unseal(blob: bytes, key: str, trust: Trust | None = None) -> bytes:
+    """The content the bytes of the entry under ``key`` carry, checked against their trailer and key, and their
+    signature against ``trust`` when given (UntrustedEntry)."""
     _check_outdated(key, blob[-_TRAILER.size:], len(blob))
     if len(blob) < _TRAILER.size:
         raise CorruptEntry(f"{key} is shorter than its trailer")
-    magic, length, digest, found = _TRAILER.unpack_from(blob, len(blob) - _TRAILER.size)
-    _check_trailer(key, key, magic, length, len(blob) - _TRAILER.size, found)
-    data = blob[:length]
-    if hashlib.sha256(data).digest() != digest:
+    seal = _check_trailer(key, key, _TRAILER.unpack_from(blob, len(blob) - _TRAILER.size), len(blob) - _TRAILER.size)
+    if trust is not None:
+        trust.check(key, seal, None)
+    data = blob[:seal.length]
+    if hashlib.sha256(data).digest() != seal.digest:
         raise CorruptEntry(f"{key}: content does not match its SHA-256")
     return data
 
@@ -192,12 +273,12 @@ def unseal(blob: bytes, key: str) -> bytes:
 def store_sealed(blob: bytes, entry: Path | str, mode: int) -> None:
     """Write an entry's bytes (already checked) as the entry ``entry``, atomically (a remote hit filling the local tier)."""
     entry = Path(entry)
-    entry.parent.mkdir(parents=True, exist_ok=True)
+    entry.parent.mkdir(mode=_NOT_SHARED, parents=True, exist_ok=True)
     out, tmp = _atomic_writer(entry)
     try:
         with out:
             out.write(blob)
-        os.chmod(tmp, mode & 0o777)
+        os.chmod(tmp, mode & _NOT_SHARED)
         os.replace(tmp, entry)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -217,11 +298,12 @@ def restore_bytes(data: bytes, dest: Path | str, mode: int) -> None:
         raise
 
 
-def content_signature(entry: Path | str, algorithm: str) -> str:
-    """The ``algorithm`` hex digest of the bytes an entry holds (what the restored file will hash to)."""
+def content_signature(entry: Path | str, algorithm: str, trust: Trust | None = None) -> str:
+    """The ``algorithm`` hex digest of the bytes an entry holds (what the restored file will hash to); the entry
+    checked against ``trust`` first when given."""
     digest = hashlib.new(algorithm)
     with open(entry, "rb") as fh:
-        length, _ = _trailer(Path(entry), os.fstat(fh.fileno()).st_size, fh)
+        length = _trailer(Path(entry), os.fstat(fh.fileno()).st_size, fh, trust).length
         while length:
             chunk = fh.read(min(_CHUNK, length))
             if not chunk:

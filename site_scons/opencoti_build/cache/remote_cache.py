@@ -3,7 +3,10 @@
 A value is a zstd frame of the target's file mode (2 bytes) followed by the entry's bytes in
 opencoti_build.cache.cache_entry's format (content + trailer: SHA-256 and key), then the frame's own SHA-256: the
 local tier's rules hold here too (every value is checked before it is used, a damaged one is a miss),
-and the outer digest also catches a flip in the bits a zstd decoder ignores.
+and the outer digest also catches a flip in the bits a zstd decoder ignores. Anyone with access to the server can
+write it, so it is a shared tier (opencoti_build.cache.signing): its entries are used only when a trusted key signed
+them, and a build pushes only entries it signs, replacing what is there (an unsigned or foreign value would
+otherwise keep its key).
 
 The remote is never a reason for a build to fail: every call is bounded by short socket timeouts
 with no retries, and the first error of any kind (refused, timed out, reset, a server that refuses
@@ -33,7 +36,7 @@ MAX_ENTRY_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 1.5
 READ_TIMEOUT_S = 2.0
 # Keys: this prefix and the local tier's path-independent signature (a new format takes a new prefix).
-KEY_PREFIX = "opencoti:cache:v2:"  # v2: entries carry their key
+KEY_PREFIX = "opencoti:cache:v3:"  # v2: entries carry their key; v3: and their signature
 URL_FORM = "redis://[:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS)"
 
 _MODE = struct.Struct("<H")
@@ -71,15 +74,16 @@ def shown(url: str) -> str:
     return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
-def pack(data: bytes, mode: int, key: str) -> bytes:
-    """The Redis value under ``key`` for a target's content ``data`` and its file ``mode``."""
-    frame = zstandard.ZstdCompressor(level=3).compress(_MODE.pack(mode & 0o777) + cache_entry.seal(data, key))
+def pack(data: bytes, mode: int, key: str, signer: cache_entry.Signer | None = None) -> bytes:
+    """The Redis value under ``key`` for a target's content ``data`` and its file ``mode``, signed by ``signer``."""
+    frame = zstandard.ZstdCompressor(level=3).compress(_MODE.pack(mode & 0o777) + cache_entry.seal(data, key, signer))
     return frame + hashlib.sha256(frame).digest()
 
 
-def unpack(value: bytes, name: str) -> tuple[bytes, bytes, int]:
+def unpack(value: bytes, name: str, trust: cache_entry.Trust | None = None) -> tuple[bytes, bytes, int]:
     """(entry bytes for the local tier, content, mode) of the Redis value under the key ``name``; CorruptEntry
-    naming it, also when the value was stored under another key."""
+    naming it, also when the value was stored under another key; UntrustedEntry when ``trust`` does not vouch
+    for its signature."""
     compressed, digest = value[:-_DIGEST], value[-_DIGEST:]
     if len(value) <= _DIGEST or hashlib.sha256(compressed).digest() != digest:
         raise cache_entry.CorruptEntry(f"{name}: the value does not match its SHA-256 (damaged or truncated)")
@@ -93,7 +97,7 @@ def unpack(value: bytes, name: str) -> tuple[bytes, bytes, int]:
     if mode & ~0o777:
         raise cache_entry.CorruptEntry(f"{name} has an impossible file mode {mode:o}")
     blob = frame[_MODE.size:]
-    return blob, cache_entry.unseal(blob, name), mode
+    return blob, cache_entry.unseal(blob, name, trust), mode
 
 
 @dataclass
@@ -105,11 +109,13 @@ class TierCounts(Tally):
     corrupt: int = 0  # damaged, truncated, or swapped (stored under another key)
     pushed: int = 0
     failed: int = 0  # pushes the tier refused (a full disk or server): shown only when there were some
+    untrusted: int = 0  # whole entries no trusted key signed (opencoti_build.cache.signing): shown when some
 
     def text(self, name: str) -> str:
         failed = f" / {self.failed} failed pushes" if self.failed else ""
+        untrusted = f" / {self.untrusted} untrusted" if self.untrusted else ""
         return (f"{name} {self.hits} hits / {self.misses} misses / {self.corrupt} corrupt / {self.pushed} pushed"
-                + failed)
+                + failed + untrusted)
 
 
 def tiers_line(tiers: Sequence[tuple[str, TierCounts]]) -> str:
@@ -120,7 +126,8 @@ def tiers_line(tiers: Sequence[tuple[str, TierCounts]]) -> str:
 class Remote:
     """One Redis server as a cache tier, shared by SCons' worker threads (redis-py's pool is thread-safe)."""
 
-    def __init__(self, url: str, say: Callable[[str], None], max_entry: int = MAX_ENTRY_BYTES) -> None:
+    def __init__(self, url: str, say: Callable[[str], None], max_entry: int = MAX_ENTRY_BYTES,
+                 signer: cache_entry.Signer | None = None) -> None:
         import redis  # here, not at the top: a build without CACHE_URL does not pay its ~0.1 s import
         from redis.backoff import NoBackoff
         from redis.retry import Retry
@@ -128,6 +135,7 @@ class Remote:
         self.url = shown(url)
         self.skipped = 0
         self.max_entry = max_entry
+        self.signer = signer  # what signs every push; None: SET NX, the first writer's value stays
         self._say = say
         self._errors = (redis.RedisError, OSError)
         self._refused = redis.ResponseError  # the server answered, with an error: it is up (full, read-only)
@@ -171,7 +179,8 @@ class Remote:
             return None
 
     def push_file(self, key: str, path: str) -> bool:
-        """Store the file ``path`` under ``key`` unless an entry is there already; True when stored."""
+        """Store the file ``path`` under ``key``, signed by the signer, replacing any value there (it may be one no
+        reader trusts, which would keep the key); without a signer only unless a value is there. True when stored."""
         if not self.enabled or self._no_pushes.is_set():
             return False
         try:
@@ -181,11 +190,11 @@ class Remote:
                     with self._lock:
                         self.skipped += 1
                     return False
-                value = pack(fh.read(), st.st_mode, key)
+                value = pack(fh.read(), st.st_mode, key, self.signer)
         except OSError:
             return False  # the target went away: SCons reports that, not the cache
         try:
-            return bool(self._client.set(KEY_PREFIX + key, value, nx=True))
+            return bool(self._client.set(KEY_PREFIX + key, value, nx=self.signer is None))
         except self._refused as exc:  # full (maxmemory with noeviction), or a replica: say so, keep reading
             self._stop_pushing(exc)
             return False

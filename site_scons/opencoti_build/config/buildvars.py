@@ -14,7 +14,7 @@ from typing import Any
 
 from opencoti_build import project
 from opencoti_build.artifacts import provenance
-from opencoti_build.cache import launchers, remote_cache
+from opencoti_build.cache import launchers, remote_cache, signing
 from opencoti_build.config import upstream_pin
 from opencoti_build.cosmo import prefix_maps
 from opencoti_build.errors import UserError, os_error_line
@@ -95,6 +95,13 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
     Variable("CACHE_URL", f"shared cache tier behind CACHE_DIR, {remote_cache.URL_FORM}; default "
         "$OPENCOTI_CACHE_URL; empty: none (docs/scale.md)", _env_default("OPENCOTI_CACHE_URL", "")),
+    Variable("CACHE_SIGNING_KEY", "PEM private key (ed25519 or ECDSA P-256) signing every cache entry this build "
+             "writes, over its key and bytes; a shared tier (CACHE_URL, a CACHE_DIR others can write) is pushed to "
+             "only signed; default $OPENCOTI_CACHE_SIGNING_KEY; empty: entries unsigned (docs/scale.md)",
+             _env_default("OPENCOTI_CACHE_SIGNING_KEY", "")),
+    Variable("CACHE_TRUSTED_KEYS", "PEM file of one or more public keys: a shared tier's entries are used only when "
+             "one of them signed it; default $OPENCOTI_CACHE_TRUSTED_KEYS; empty: a shared tier is not read "
+             "(docs/scale.md)", _env_default("OPENCOTI_CACHE_TRUSTED_KEYS", "")),
     # A plain variable, not a choice: an unknown launcher gets the build's own one-line error (launchers.find).
     Variable("CCWRAPPER", f"compiler launcher ({'|'.join(launchers.LAUNCHERS)}) run in front of every compiler, each "
         "half of a fat compile included, as CMake's *_COMPILER_LAUNCHER (docs/scale.md); empty: none", ""),
@@ -219,9 +226,9 @@ ALIGN_MAX = 1 << 30
 OUTPUT_DIRS = (("BUILD_DIR", False), ("DIST_DIR", False), ("BACKEND_DIST_DIR", False), ("CACHE_DIR", True))
 # Variables that say where outputs go or how a run reports, never what an artifact holds: left out of the
 # provenance Statement's external parameters, so that a build laid out elsewhere attests the same.
-NOT_SHAPING = frozenset(("BUILD_DIR", "DIST_DIR", "BACKEND_DIST_DIR", "CACHE_DIR", "CACHE_URL", "COMPILEDB",
-                         "COMPILEDB_ARCH", "TRACE", "VERBOSE", "CCWRAPPER", "MIRROR", "PREFIX", "DESTDIR",
-                         "SIGNING_KEY", "APPLIED_SERIES", "FILE"))
+NOT_SHAPING = frozenset(("BUILD_DIR", "DIST_DIR", "BACKEND_DIST_DIR", "CACHE_DIR", "CACHE_URL", "CACHE_SIGNING_KEY",
+                         "CACHE_TRUSTED_KEYS", "COMPILEDB", "COMPILEDB_ARCH", "TRACE", "VERBOSE", "CCWRAPPER",
+                         "MIRROR", "PREFIX", "DESTDIR", "SIGNING_KEY", "APPLIED_SERIES", "FILE"))
 # Variables naming a file or directory the build reads: where it lies is the layout's; what it holds is in the
 # provenance Statement's resolved dependencies (the source's commit, the host's, the model's and the DSOs' digests).
 INPUT_PATHS = frozenset(("SRC", "LLAMACPP", "HOST", "MODEL", "ARGS", "PATCH_SERIES", "COSMOCC", "CUDA_PATH",
@@ -334,7 +341,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), SRC, BUILD_DIR and LLAMACPP not where
     gcc's debug info would rename their files twice (prefix_maps.renamed_twice), LLAMACPP (a llama.cpp checkout of a known
     ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL), and for
-    the ``install`` target PREFIX and DESTDIR (:func:`install_bin`); SIGNING_KEY (a key that signs).
+    the ``install`` target PREFIX and DESTDIR (:func:`install_bin`); SIGNING_KEY and CACHE_SIGNING_KEY (a key that
+    signs), CACHE_TRUSTED_KEYS (public keys that verify).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
     for name, may_be_empty in OUTPUT_DIRS:
@@ -411,3 +419,17 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     align(env["ALIGN"])
     if env.get("CACHE_URL"):
         remote_cache.check_url(str(env["CACHE_URL"]))
+    cache_keys(env, project)
+
+
+def cache_keys(env: Mapping[str, Any], project: Path | str = PROJECT, check: bool = True) -> tuple[str, str]:
+    """CACHE_SIGNING_KEY and CACHE_TRUSTED_KEYS as absolute paths ("" where empty), with ``check`` each checked to
+    hold a key that signs, or public keys that verify (UserError naming the file and the fix)."""
+    found = []
+    for name, load in (("CACHE_SIGNING_KEY", signing.load_signer), ("CACHE_TRUSTED_KEYS", signing.load_trusted)):
+        value = str(env.get(name) or "").strip()
+        path = str(_resolved(value, project)) if value else ""
+        if path and check:
+            load(path, name)
+        found.append(path)
+    return found[0], found[1]
