@@ -101,13 +101,14 @@ def _request(url: str, body: dict | None = None) -> tuple[int, object]:
         return exc.code, {}
 
 
-def served_embedding(argv: list[str], model: Path, log: Path, startup_s: float = 120) -> list[float]:
-    """Start the server ``argv`` on 127.0.0.1 with ``model``, wait for ``/health``, and return ``/embedding``'s
-    vector for "hello world" (mean pooling); the server is stopped by PID whatever happens. Its output: ``log``."""
+def served_embedding(argv: list[str], model: Path | None, log: Path, startup_s: float = 120) -> list[float]:
+    """Start the server ``argv`` on 127.0.0.1 with ``model`` (None: the one its own .args names), wait for
+    ``/health``, and return ``/embedding``'s vector for "hello world" (mean pooling); the server is stopped by PID
+    whatever happens. Its output: ``log``."""
     port = free_port()
     with log.open("w") as out:
-        proc = subprocess.Popen([*argv, "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--embedding",
-                                 "--pooling", "mean", "-c", "256", "-t", "1", "-np", "1"],
+        proc = subprocess.Popen([*argv, *(["-m", str(model)] if model else []), "--host", "127.0.0.1", "--port",
+                                 str(port), "--embedding", "--pooling", "mean", "-c", "256", "-t", "1", "-np", "1"],
                                 stdout=out, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + startup_s

@@ -36,3 +36,10 @@ def native_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
 def fat_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
     """The fat lane's persistent build of a private copy of the sdist's llama.cpp (native_support.private_checkout)."""
     return persistent_build(pytestconfig, "fat", "an hour or more")
+
+
+@pytest.fixture(scope="session")
+def real_fat(pytestconfig: pytest.Config) -> PersistentBuild:
+    """The fat lane's persistent build of a private copy of the sdist's llama.cpp with a real cosmocc
+    (tests/realtree/test_real_cosmocc.py)."""
+    return persistent_build(pytestconfig, "realfat", "about 80 minutes")
