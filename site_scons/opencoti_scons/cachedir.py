@@ -68,12 +68,12 @@ class Tiers:
         self.local_looked = False  # whether CACHE_DIR's owner and mode were looked at (once a run)
         self.remote_policy = signing.Policy(trusted, shared=True)
         self._untrusted_said: set[tuple[str, str]] = set()
-        if remote is not None:
-            self._say_shared(f"CACHE_URL {remote.url}", "shared")
         # a step's other targets, fetched from the remote with the first one and verified with it
         self.pending: dict[str, tuple[bytes, int]] = {}
         self.pending_lock = threading.Lock()
         self._debug_file: Any = None  # --cache-debug=FILE, opened by the first line of the run
+        if remote is not None:  # Redis is always shared: anyone with access to the server can write it
+            self._say_shared(f"CACHE_URL {remote.url}", "shared")
 
     def debug(self, text: str) -> None:
         """One ``--cache-debug`` line (SCons's own format): to stdout for ``-``, else to the file, which this run

@@ -273,3 +273,46 @@ def test_the_variables_are_checked_and_made_absolute(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="^CACHE_TRUSTED_KEYS=.* holds a private key"):
         buildvars.cache_keys({"CACHE_SIGNING_KEY": "", "CACHE_TRUSTED_KEYS": str(private)}, tmp_path)
     assert {"CACHE_SIGNING_KEY", "CACHE_TRUSTED_KEYS"} <= buildvars.NOT_SHAPING  # not in the provenance Statement
+
+
+def test_what_a_run_says_about_shared_tiers_and_untrusted_entries(tmp_path: Path, keys) -> None:
+    import io
+
+    from opencoti_scons import cachedir
+    from opencoti_scons.progress import BuildRun
+
+    signer, trusted, stranger = keys
+    url = "redis://:s3cret@cache.example:6379/0"
+
+    def said(signer, trusted, shared_dir: str | None = None) -> list[str]:
+        out = io.StringIO()
+        tiers = cachedir.Tiers(BuildRun(out=out), remote_cache.Remote(url, print), signer, trusted)
+        if shared_dir:
+            tiers.found_shared(shared_dir, "writable by group team")
+        return out.getvalue().splitlines()
+
+    shown = "redis://:***@cache.example:6379/0"
+    assert said(None, None) == [
+        f"WARN: cache: CACHE_URL {shown} is shared and CACHE_TRUSTED_KEYS is not set: not reading it, and nothing is "
+        "pushed to it unsigned (set CACHE_TRUSTED_KEYS=FILE, docs/scale.md; CACHE_SIGNING_KEY=PEM to push)"]
+    assert said(signer, None, "/srv/cache") == [
+        f"WARN: cache: CACHE_URL {shown} is shared and CACHE_TRUSTED_KEYS is not set: not reading it (set "
+        "CACHE_TRUSTED_KEYS=FILE, docs/scale.md); the entries this build signs are still pushed",
+        "WARN: cache: CACHE_DIR /srv/cache is shared (writable by group team) and CACHE_TRUSTED_KEYS is not set: not "
+        "reading it (set CACHE_TRUSTED_KEYS=FILE, or `chmod go-w /srv/cache` if it is yours alone, docs/scale.md); "
+        "the entries this build signs are still pushed"]
+    assert said(None, trusted) == [f"NOTE: cache: CACHE_URL {shown} is shared: its entries signed by "
+                                   "CACHE_TRUSTED_KEYS are read, and nothing is pushed to it without CACHE_SIGNING_KEY"]
+    assert said(signer, trusted) == []
+    assert said(stranger, trusted) == [f"NOTE: cache: CACHE_SIGNING_KEY (key {signing.shown_id(stranger.keyid)}) is not "
+                                       "in CACHE_TRUSTED_KEYS: what this build pushes to a shared tier, it will not "
+                                       "read back"]
+    out = io.StringIO()
+    tiers = cachedir.Tiers(BuildRun(out=out), None, None, trusted)
+    for kind in (signing.UNSIGNED, signing.UNSIGNED, signing.UNKNOWN_KEY):
+        tiers.untrusted(tiers.local, "local", cache_entry.UntrustedEntry(kind, f"e is {kind}"), "o/x.o")
+    assert out.getvalue().splitlines() == [
+        f"WARN: cache: untrusted entry in local: e is {kind}; not used, building o/x.o (more like it are counted in "
+        "the cache line)" for kind in (signing.UNSIGNED, signing.UNKNOWN_KEY)]
+    assert tiers.report() == ["cache: local 0 hits / 0 misses / 0 corrupt / 0 pushed / 3 untrusted"]
+    assert "s3cret" not in repr(said(None, None))

@@ -99,7 +99,7 @@ VARIABLES: tuple[Variable, ...] = (
              "writes, over its key and bytes; a shared tier (CACHE_URL, a CACHE_DIR others can write) is pushed to "
              "only signed; default $OPENCOTI_CACHE_SIGNING_KEY; empty: entries unsigned (docs/scale.md)",
              _env_default("OPENCOTI_CACHE_SIGNING_KEY", "")),
-    Variable("CACHE_TRUSTED_KEYS", "PEM file of one or more public keys: a shared tier's entries are used only when "
+    Variable("CACHE_TRUSTED_KEYS", "PEM file of one or more public keys: an entry of a shared tier is used only when "
              "one of them signed it; default $OPENCOTI_CACHE_TRUSTED_KEYS; empty: a shared tier is not read "
              "(docs/scale.md)", _env_default("OPENCOTI_CACHE_TRUSTED_KEYS", "")),
     # A plain variable, not a choice: an unknown launcher gets the build's own one-line error (launchers.find).
