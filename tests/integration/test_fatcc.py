@@ -89,6 +89,14 @@ int ok;
     assert proc.returncode == 0, proc.stderr
 
 
+def test_a_cosmopolitan_compile_is_no_linux_compile(tmp_path: Path, driver: Driver) -> None:
+    """cosmocc's normalize.inc undefines the Linux macros: `#ifdef __linux__` code is not compiled, on either half."""
+    write(tmp_path / "os.c", "#if defined(__linux__) || defined(__linux) || defined(linux) || defined(__gnu_linux__)\n"
+                             "#error a Linux compile\n#endif\nint ok;\n")
+    proc = run(driver.cc, "-c", "-o", "os.o", "os.c", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_an_aarch64_only_failure_is_reported_and_fails(tmp_path: Path, driver: Driver) -> None:
     write(tmp_path / "half.c", "#ifdef __aarch64__\n#error no\n#endif\nint x;\n")
     proc = run(driver.cc, "-c", "-o", "half.o", "half.c", cwd=tmp_path)

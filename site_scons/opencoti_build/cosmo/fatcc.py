@@ -30,6 +30,9 @@ COMPILERS = {
 ARCHIVERS = {"x86_64": "ar", "aarch64": "aarch64-linux-gnu-ar"}
 # Defined by cosmocc on every compile.
 COSMO_DEFINES = ("-D__COSMOPOLITAN__", "-D__COSMOCC__", "-D__FATCOSMOCC__")
+# What cosmocc's libc/integral/normalize.inc, included first by every compile, undefines: a cosmopolitan program
+# is no Linux program (code under `#ifdef __linux__` is not compiled for it), so neither is the stand-in's.
+NORMALIZE_UNDEFINES = ("-Uunix", "-Ulinux", "-U__linux", "-U__linux__", "-U__gnu_linux__")
 # Fatal in cosmocc's fat mode, in its words (tool/cosmocc/bin/cosmocc 4.0.2).
 REFUSED_FLAGS = {
     "-shared": "-shared flag not supported",
@@ -162,7 +165,8 @@ def half_compile_command(driver: str, args: list[str], arch: str, compiler: str 
     """One architecture's half of a fat compile, as a plain compiler sees it (for compile_commands.json)."""
     inv = parse(args)
     output = inv.output or "a.o"
-    return [compiler or COMPILERS[driver][arch], *COSMO_DEFINES, *inv.common, *inv.per_arch[arch],
+    undefines = () if compiler else NORMALIZE_UNDEFINES  # a cosmocc compiler includes normalize.inc itself
+    return [compiler or COMPILERS[driver][arch], *COSMO_DEFINES, *undefines, *inv.common, *inv.per_arch[arch],
             "-c", "-o", output if arch == "x86_64" else twin(output), *inv.inputs]
 
 
@@ -181,7 +185,8 @@ def _compile_argvs(driver: str, inv: Invocation) -> tuple[dict[str, list[str]], 
         deps = {"x86_64": base, "aarch64": twin(base)}
     commands = {}
     for arch in ARCHES:
-        argv = [COMPILERS[driver][arch], *COSMO_DEFINES, *inv.common, *inv.per_arch[arch], "-c", "-o", outputs[arch]]
+        argv = [COMPILERS[driver][arch], *COSMO_DEFINES, *NORMALIZE_UNDEFINES, *inv.common, *inv.per_arch[arch],
+                "-c", "-o", outputs[arch]]
         if deps:
             argv += ["-MF", deps[arch]]
         commands[arch] = argv + [source]

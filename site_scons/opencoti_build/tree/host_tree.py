@@ -22,6 +22,9 @@ CHECKOUT_OUTPUT = "llama.cpp/tools/server/llama-server"
 # which reads it first (the file says how), so its embedder artifact starts as llamafile's does.
 ARGS_MAIN = "host/zip_args.c"
 ARGS_MAIN_LINK_FLAGS = ("-Wl,--wrap=main",)
+# Headers a checkout includes where __linux__ is not defined (cosmocc never defines it; the file says which),
+# found on every checkout package's -isystem path after its own.
+CHECKOUT_COMPAT_INCLUDE = "host/cosmo-compat"
 # The checkout's objects lie apart from the llamafile tree's (the same description paths, other flags), so
 # building one after the other rebuilds neither.
 CHECKOUT_OBJDIR = "checkout"
@@ -40,6 +43,7 @@ class HostTree:
     arch_wrappers: tuple[upstream.ArchWrapper, ...]  # compiled by the ggml package
     objdir: str  # under $BUILD_DIR/o/$MODE: "" or CHECKOUT_OBJDIR
     args_main: str | None = None  # project-relative source linked before the packages (ARGS_MAIN), if any
+    compat_include: str | None = None  # project-relative -isystem dir of every package (CHECKOUT_COMPAT_INCLUDE)
 
     @property
     def checkout(self) -> bool:
@@ -79,4 +83,4 @@ def checkout_tree(llamacpp: str) -> HostTree:
     return HostTree(root=llamacpp, llama=llamacpp, program=program,
                     packages=tuple((p, tuple(rels)) for p, rels in packages), zip_paths=(), iquote=(),
                     arch_wrappers=tuple(upstream.arch_wrappers(llamacpp)), objdir=CHECKOUT_OBJDIR,
-                    args_main=ARGS_MAIN)
+                    args_main=ARGS_MAIN, compat_include=CHECKOUT_COMPAT_INCLUDE)
