@@ -59,6 +59,25 @@ def test_a_dry_run_writes_nothing_and_says_what_a_build_would_do(tmp_path: Path,
     assert set(step_lines(built)) <= set(step_lines(again)) and len(step_lines(again)) == 4
 
 
+def everything(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under ``root``, directories included, with its type, size and mtime: what a run that writes
+    nothing leaves exactly as it was."""
+    return {str(p.relative_to(root)): (p.lstat().st_mode, p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in root.rglob("*")}
+
+
+@pytest.mark.skipif(not (shutil.which("hipcc") or Path("/opt/rocm/bin/hipcc").exists()),
+                    reason="the ROCm toolchain's probe is what wrote (hipcc not installed)")
+def test_a_dry_run_of_the_backends_writes_nothing_in_a_build_dir_a_run_left(tmp_path: Path, tree: Path) -> None:
+    root = tmp_path / "b"
+    scons("-c", f"SRC={tree}", build=root)  # BUILD_DIR as any run leaves it: its scratch dir, the signatures, the lock
+    assert (root / "out" / "tmp").is_dir()
+    before = everything(root)
+    dry = scons("-n", f"SRC={tree}", "rocm", build=root)  # probes hipcc: clang -### made BUILD_DIR/tmp/null-*
+    assert dry.stdout.splitlines()[-1].endswith("(dry run: nothing was written)"), dry.stdout
+    assert everything(root) == before
+
+
 @pytest.mark.parametrize("args, message", [
     (("SRC={missing}",), "no llamafile source tree at {missing}"),
     (("SRC={tree}", "cuda", "CUDA_ARCHS=sm_bogus"), "CUDA_ARCHS"),

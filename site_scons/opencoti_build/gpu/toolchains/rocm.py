@@ -5,13 +5,16 @@
   otherwise picks nvcc when one is installed).
 - ``HIPCC_VERBOSE=3 hipcc --version``: HIP and clang versions, the device-library dir, the clang.
 - ``clang --target=amdgcn-amd-amdhsa --print-supported-cpus``: the processors clang knows.
-- ``clang --offload-compress -###``: whether compressed bundles can be asked for (clang 15: no).
+- ``clang --offload-compress -###``: whether compressed bundles can be asked for (clang 15: no). Even with ``-###``
+  clang makes its offload temporaries' directories (``null-XXXXXX``), so this probe runs with a TMPDIR of its own,
+  removed after it: the build's (``BUILD_DIR/tmp``) is not written by a probe, a dry run's included.
 """
 from __future__ import annotations
 
 import functools
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,11 +68,12 @@ def _interrogate(hipcc: str, rocm_path: str | None, environ: dict[str, str]) -> 
         device_lib_dir=lib_dir,
         device_lib_isas=device_lib_isas(lib_dir) if lib_dir else frozenset(),
     )
-    compress = run(
-        [clang, COMPRESS_FLAG, "-###", "-x", "hip", "-c", os.devnull, "-o", os.devnull,
-         "--offload-arch=gfx906", "-nogpulib", "-nogpuinc"],
-        environ,
-    )
+    with tempfile.TemporaryDirectory(prefix="opencoti-hip-probe-") as scratch:  # the process's TMPDIR, not the build's
+        compress = run(
+            [clang, COMPRESS_FLAG, "-###", "-x", "hip", "-c", os.devnull, "-o", os.devnull,
+             "--offload-arch=gfx906", "-nogpulib", "-nogpuinc"],
+            {**environ, "TMPDIR": scratch},
+        )
     return HipToolchain(
         hipcc=hipcc, rocm_path=rocm_path, hip_version=config["HIP_VERSION"], support=support,
         offload_compress=compress.returncode == 0, environ=tuple(sorted(environ.items())),
