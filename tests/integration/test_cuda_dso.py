@@ -78,6 +78,21 @@ def test_null_rebuild_does_nothing_and_a_fresh_home_copy_is_quiet(built) -> None
     assert "differs" not in proc.stderr
 
 
+def test_the_same_toolkit_under_another_name_rebuilds_nothing(built, tmp_path: Path) -> None:
+    """/usr/local/cuda is a link to /usr/local/cuda-13.0 on a stock install: CUDA_PATH by the other name is the same
+    toolkit, so the same signatures and the same bytes (the toolchain's real path is what commands name)."""
+    build, _ = built
+    link = tmp_path / "cuda"
+    link.symlink_to(NVCC13_ROOT)
+    dso = dso_paths("cuda", build)[0]
+    before = dso.read_bytes()
+    proc = scons(f"SRC={MINI_TREE}", f"CUDA_PATH={link}", ARCHS, "FA_ALL_QUANTS=0", "MIRROR=1", "cuda", build=build)
+    counts = summary.parse(proc.stdout)
+    assert nvcc_compiles(proc.stdout) == [] and "Linking" not in proc.stdout, proc.stdout
+    assert (counts["compiled"], counts["cached"]) == (0, 0)
+    assert dso.read_bytes() == before
+
+
 def test_header_edit_rebuilds_exactly_its_includers(tree: Path, tmp_path: Path) -> None:
     cuda_build(tree, tmp_path)
     header = tree / "llama.cpp" / "ggml" / "src" / "ggml-cuda" / "common.cuh"

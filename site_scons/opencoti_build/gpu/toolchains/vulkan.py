@@ -21,6 +21,7 @@ class GlslcToolchain:
     glslc: str
     version: str  # glslc --version's first line, e.g. "shaderc v2023.8 v2023.8"
     record: str  # what the manifest's ``toolchains`` says made a DSO: "glslc <version>"
+    sdk: str | None = None  # VULKAN_SDK as a real path (its include/ and lib/ are used); None: glslc from PATH
 
     @property
     def description(self) -> str:
@@ -37,17 +38,17 @@ def find_glslc(settings: Mapping[str, Any]) -> Location:
 
 def probe(settings: Mapping[str, Any]) -> GlslcToolchain:
     """glslc (memoized per path); one that does not run raises ToolchainBroken."""
-    glslc = find_glslc(settings).program
-    if glslc is None:
+    where = find_glslc(settings)
+    if where.program is None:
         raise Absent("no glslc on PATH; install glslc (shaderc) or the Vulkan SDK, or set VULKAN_SDK=DIR")
-    found = _interrogate(glslc, frozen(settings["ENV"]))
+    found = _interrogate(where.program, where.root, frozen(settings["ENV"]))
     if isinstance(found, str):
         raise ToolchainBroken(found)
     return found
 
 
 @functools.cache
-def _interrogate(glslc: str, environ: Environ) -> GlslcToolchain | str:
+def _interrogate(glslc: str, sdk: str | None, environ: Environ) -> GlslcToolchain | str:
     """What ``glslc --version`` says, or why that glslc is unusable (a str)."""
     try:
         proc = run([glslc, "--version"], environ)
@@ -55,5 +56,5 @@ def _interrogate(glslc: str, environ: Environ) -> GlslcToolchain | str:
         return f"{glslc} could not be run ({exc})"
     first = (proc.stdout.strip().splitlines() or [""])[0]
     if proc.returncode == 0 and first:
-        return GlslcToolchain(glslc=glslc, version=first, record=f"glslc {first}")
+        return GlslcToolchain(glslc=glslc, version=first, record=f"glslc {first}", sdk=sdk)
     return f"{glslc} --version failed (exit {proc.returncode}); reinstall glslc"
