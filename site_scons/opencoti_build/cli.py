@@ -11,7 +11,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "pin": ("opencoti_build.artifacts.verify", "pin_main", "print the vendors/pin/embedder.txt line for an artifact"),
     "serve": ("opencoti_scons.build_server", "main", "start the resident build server for this checkout and KEY=VALUE variables"),
     "build": ("opencoti_build.server.client", "build_main", "build through the server (a plain scons run when none serves)"),
-    "stop": ("opencoti_build.server.client", "stop_main", "stop the build server for this checkout and variables"),
+    "stop": ("opencoti_build.server.client", "stop_main", "stop the build server for this checkout and KEY=VALUE "
+             "variables; with none, every server of this checkout, each named"),
 }
 
 

@@ -114,6 +114,30 @@ print(s.recv(struct.unpack(">I", head)[0]).decode() if len(head) == 4 else "clos
     assert stopped.stdout == f"stopped the build server (pid {served.pid})\n", stopped.stdout + stopped.stderr
 
 
+def test_a_bare_stop_stops_every_server_of_the_checkout_and_names_each(tmp_path: Path) -> None:
+    """`python3 -m opencoti_build stop` as the README shows it, with no variables: every server of this checkout
+    stops (in its BUILD_DIR's server directory), and the output says which: its variables, none for the bare one."""
+    root = _checkout(tmp_path / "co")
+    env = dict(os.environ)
+    servers = [Server(root, variables, env) for variables in ([], ["CPU_ONLY=1", "SRC=elsewhere"])]
+    try:
+        for server in servers:
+            started = client(root, "serve", "--detach", "--idle-timeout", "120", *server.variables, env=env, timeout=120)
+            assert started.returncode == 0, started.stdout + started.stderr
+        bare, other = (server.pid for server in servers)
+        stopped = client(root, "stop", env=env, timeout=120)
+        assert stopped.returncode == 0 and sorted(stopped.stdout.splitlines()) == sorted([
+            f"stopped the build server (pid {bare})",
+            f"stopped the build server for CPU_ONLY=1 SRC=elsewhere (pid {other})"]), stopped.stdout + stopped.stderr
+        assert not any(protocol.server_file(root, s.variables, ".sock").exists() for s in servers)
+        again = client(root, "stop", env=env, timeout=120)
+        assert (again.returncode, again.stdout) == (0, "no build server runs for this checkout (none listens in "
+                                                       "build/server)\n")
+    finally:
+        for server in servers:
+            server.stop()
+
+
 @pytest.mark.parametrize("what", ["server dir open", "server dir another user's", "build dir writable"])
 def test_serve_refuses_what_another_user_owns_or_may_write_in_one_line(tmp_path: Path, what: str) -> None:
     root = _checkout(tmp_path / "co")

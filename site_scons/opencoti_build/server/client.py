@@ -16,6 +16,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from opencoti_build.server import boundary, protocol
 
@@ -26,21 +27,26 @@ def _connect(variable_args: Sequence[str]) -> socket.socket | None:
     """A connection to this configuration's server; None when there is none. boundary.Unsafe when its directory or
     socket is not this user's alone, or another user listens on it: nothing may be sent there."""
     shown = protocol.shown_server_dir(variable_args)
-    name = protocol.socket_name(variable_args)
     dir_fd = boundary.open_socket_dir(protocol.server_dir(os.getcwd(), variable_args), shown)
     if dir_fd is None:
         return None
     try:
-        if not boundary.socket_there(dir_fd, name, shown):
-            return None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(protocol.short_path(dir_fd, name))
-        except OSError:  # nobody listening on it (a killed server's)
-            sock.close()
-            return None
+        return _connect_in(dir_fd, shown, protocol.socket_name(variable_args))
     finally:
         os.close(dir_fd)
+
+
+def _connect_in(dir_fd: int, shown: str, name: str) -> socket.socket | None:
+    """A connection to the server listening on socket ``name`` of the open server directory (shown as ``shown``);
+    None when nobody listens there; boundary.Unsafe as :func:`_connect`."""
+    if not boundary.socket_there(dir_fd, name, shown):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(protocol.short_path(dir_fd, name))
+    except OSError:  # nobody listening on it (a killed server's)
+        sock.close()
+        return None
     try:
         boundary.check_server_peer(sock, os.path.join(shown, name))
     except boundary.Unsafe:
@@ -112,11 +118,14 @@ def _request(sock: socket.socket, request: dict) -> dict | None:
 
 
 def stop_main(args: Sequence[str]) -> int:
-    """``stop [KEY=VALUE...]``: stop the build server for this checkout and these variables."""
+    """``stop [KEY=VALUE...]``: stop the build server for this checkout and these variables; with none, every server
+    of this checkout (in the default BUILD_DIR's server directory), each named by its variables."""
     variable_args = protocol.configuration(args)
     if len(protocol.variables(args)) != len(args):
         print("opencoti-build: stop takes the server's KEY=VALUE variables only", file=sys.stderr)
         return 1
+    if not args:
+        return _stop_all()
     try:
         sock = _connect(variable_args)
     except boundary.Unsafe as exc:
@@ -124,6 +133,17 @@ def stop_main(args: Sequence[str]) -> int:
     if sock is None:
         print("no build server runs for this checkout and configuration")
         return 0
+    stopped = _stop(sock)
+    if isinstance(stopped, str):
+        print(f"opencoti-build: {stopped}", file=sys.stderr)
+        return 2
+    _wait_for_exit(protocol.server_file(os.getcwd(), variable_args, ".lock"))
+    print(f"stopped the build server (pid {stopped})" if stopped else "the build server went away")
+    return 0
+
+
+def _stop(sock: socket.socket) -> int | str | None:
+    """Ask the server on ``sock`` to stop: its PID, None when it went away without saying, or its refusal (a str)."""
     with sock:
         try:
             protocol.send(sock, {"op": "stop"})
@@ -134,19 +154,72 @@ def stop_main(args: Sequence[str]) -> int:
         except (OSError, protocol.ProtocolError):
             got = None
     if got and "refused" in got[0]:
-        print(f"opencoti-build: {got[0]['refused']}", file=sys.stderr)
-        return 2
+        return str(got[0]["refused"])
     pid = got[0].get("stopped") if got else None
-    _wait_for_exit(variable_args)
-    print(f"stopped the build server (pid {pid})" if pid else "the build server went away")
-    return 0
+    return pid if isinstance(pid, int) else None
 
 
-def _wait_for_exit(variable_args: Sequence[str], seconds: float = 10.0) -> None:
+def _stop_all() -> int:
+    """A bare ``stop``: every server listening in this checkout's ``build/server``, each line naming the variables it
+    serves (from its command line: ``serve`` takes them as arguments) unless it serves none."""
+    shown = protocol.shown_server_dir([])
+    directory = protocol.server_dir(os.getcwd(), [])
+    running: list[tuple[str, socket.socket, list[str] | None]] = []
+    try:
+        dir_fd = boundary.open_socket_dir(directory, shown)
+        if dir_fd is not None:
+            try:
+                for name in sorted(n for n in os.listdir(dir_fd) if n.endswith(".sock")):
+                    sock = _connect_in(dir_fd, shown, name)
+                    if sock is not None:
+                        running.append((name, sock, _configuration_of(dir_fd, name)))
+            finally:
+                os.close(dir_fd)
+    except boundary.Unsafe as exc:
+        for _, sock, _ in running:
+            sock.close()
+        return _unsafe(exc)
+    if not running:
+        print(f"no build server runs for this checkout (none listens in {shown})")
+        return 0
+    status = 0
+    for name, sock, which in running:
+        stopped = _stop(sock)
+        if isinstance(stopped, str):
+            print(f"opencoti-build: {stopped}", file=sys.stderr)
+            status = 2
+            continue
+        _wait_for_exit(directory / (name[: -len(".sock")] + ".lock"))
+        served = "" if which == [] else f" for {' '.join(which)}" if which else f" of configuration {name[:-5]}"
+        print(f"stopped the build server{served} (pid {stopped})" if stopped else
+              f"the build server{served} went away")
+    return status
+
+
+def _configuration_of(dir_fd: int, name: str) -> list[str] | None:
+    """The variables the server listening on socket ``name`` of the open server directory serves, read from the
+    command line of the PID its lock names (``serve [options] KEY=VALUE...``, kept through a restart for new code);
+    None when that cannot be read or does not give that socket's key."""
+    key = name[: -len(".sock")]
+    try:
+        fd = os.open(key + ".lock", os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
+        try:
+            pid = int(os.pread(fd, 32, 0).decode().strip())
+        finally:
+            os.close(fd)
+        argv = [a.decode(errors="surrogateescape") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
+    except (OSError, ValueError):
+        return None
+    if "serve" not in argv:
+        return None
+    variables = protocol.configuration(argv[argv.index("serve") + 1:])
+    return variables if protocol.configuration_key(variables) == key else None
+
+
+def _wait_for_exit(lock: os.PathLike[str] | str, seconds: float = 10.0) -> None:
     """Until the server has let go of its lock (it exits right after answering): a new serve may start then."""
     import fcntl
 
-    lock = protocol.server_file(os.getcwd(), variable_args, ".lock")
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
