@@ -11,6 +11,7 @@ import lief
 import pytest
 
 from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR, runnable_argv
+from opencoti_build.tree.portcosmo import lower_switches
 
 from real_cosmocc import real_cosmocc, skip_line
 
@@ -95,6 +96,33 @@ def test_a_cosmopolitan_compile_is_no_linux_compile(tmp_path: Path, driver: Driv
                              "#error a Linux compile\n#endif\nint ok;\n")
     proc = run(driver.cc, "-c", "-o", "os.o", "os.c", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+
+
+ERRNO_PROGRAM = """#include <errno.h>
+#include <stdio.h>
+static const char *d(int r) {
+    switch (r) {
+    case EINVAL: return "inval";
+    case ENOMEM: break;
+    default: return "other";
+    }
+    return "nomem";
+}
+int main(void) { int v[] = {EINVAL, ENOMEM, EPERM, 0}; for (int i = 0; i < 4; i++) puts(d(v[i])); return 0; }
+"""
+
+
+def test_a_switch_over_errno_values_lowered_as_portcosmo_does_compiles_and_keeps_its_meaning(
+        tmp_path: Path, driver: Driver) -> None:
+    """cosmopolitan's errno values are no constants: the original needs -fportcosmo (which the real driver's stock
+    compilers lack), the lowered copy the build compiles instead (opencoti_build.tree.portcosmo) does not."""
+    write(tmp_path / "original.c", ERRNO_PROGRAM)
+    write(tmp_path / "lowered.c", lower_switches(ERRNO_PROGRAM, cxx=False))
+    proc = run(driver.cc, "-O2", "-o", "lowered", "lowered.c", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert run(str(tmp_path / "lowered"), cwd=tmp_path).stdout == "inval\nnomem\nother\nother\n"
+    original = run(driver.cc, "-c", "-o", "original.o", "original.c", cwd=tmp_path)
+    assert (original.returncode == 0) == (driver.cc.startswith(str(SHIM_DIR))), original.stderr  # glibc's are constants
 
 
 def test_an_aarch64_only_failure_is_reported_and_fails(tmp_path: Path, driver: Driver) -> None:

@@ -25,6 +25,7 @@ import pytest
 from opencoti_build.cosmo import fatcc
 from opencoti_build.formats.executables import APE_MAGIC
 from opencoti_build.report import summary
+from opencoti_build.tree import portcosmo, upstream
 
 from fat_support import recorded_dependencies
 from native_support import (
@@ -33,6 +34,7 @@ from native_support import (
     PersistentBuild,
     native_server,
     private_checkout,
+    sdist_llamacpp,
     served_embedding,
     write_tiny_llama,
 )
@@ -165,3 +167,18 @@ def test_the_embedder_serves_its_own_zip_model_on_both_halves_as_the_native_lane
     assert "/zip/tiny.gguf" in (tmp_path / "x86_64.log").read_text()
     assert len(native) == len(x86) == len(arm) == N_EMBD
     assert cosine(x86, native) >= 0.999 and cosine(arm, native) >= 0.999, (cosine(x86, native), cosine(arm, native))
+
+
+def test_the_checkout_description_lowers_exactly_the_files_that_need_portcosmo() -> None:
+    """Every file of the sdist's llama.cpp that switches over a cosmopolitan run-time constant, and no other, is in
+    upstream.PORTCOSMO_SOURCES / PORTCOSMO_HEADERS (what a cosmocc without -fportcosmo could not compile)."""
+    tree = sdist_llamacpp(download=False)
+    if tree is None:
+        pytest.skip("the llama-cpp-python 0.3.36 sdist is not cached (scripts/test --long downloads it)")
+    needing = set()
+    for path in tree.rglob("*"):
+        if path.suffix in (".c", ".cc", ".cpp", ".h", ".hpp", ".inc") and path.is_file():
+            text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            if "case" in text and portcosmo.lower_switches(text, cxx=path.suffix != ".c") != text:
+                needing.add(upstream.LLAMA_PREFIX + str(path.relative_to(tree)))
+    assert needing == set(upstream.PORTCOSMO_SOURCES) | set(upstream.PORTCOSMO_HEADERS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from opencoti_build.tree import sources, upstream, zip_sources
@@ -44,6 +45,8 @@ class HostTree:
     objdir: str  # under $BUILD_DIR/o/$MODE: "" or CHECKOUT_OBJDIR
     args_main: str | None = None  # project-relative source linked before the packages (ARGS_MAIN), if any
     compat_include: str | None = None  # project-relative -isystem dir of every package (CHECKOUT_COMPAT_INCLUDE)
+    portcosmo_sources: tuple[str, ...] = ()  # compiled from lowered copies (upstream.PORTCOSMO_SOURCES)
+    portcosmo_headers: Mapping[str, str] = dataclasses.field(default_factory=dict)  # upstream.PORTCOSMO_HEADERS
 
     @property
     def checkout(self) -> bool:
@@ -83,4 +86,5 @@ def checkout_tree(llamacpp: str) -> HostTree:
     return HostTree(root=llamacpp, llama=llamacpp, program=program,
                     packages=tuple((p, tuple(rels)) for p, rels in packages), zip_paths=(), iquote=(),
                     arch_wrappers=tuple(upstream.arch_wrappers(llamacpp)), objdir=CHECKOUT_OBJDIR,
-                    args_main=ARGS_MAIN, compat_include=CHECKOUT_COMPAT_INCLUDE)
+                    args_main=ARGS_MAIN, compat_include=CHECKOUT_COMPAT_INCLUDE,
+                    portcosmo_sources=upstream.PORTCOSMO_SOURCES, portcosmo_headers=upstream.PORTCOSMO_HEADERS)

@@ -60,6 +60,16 @@ EXCLUDE: tuple[str, ...] = (
     f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch/*/cpu-feats.cpp",  # scores CPU variants of GGML_BACKEND_DL builds
 )
 
+# The files of a checkout whose switch statements go over cosmopolitan's run-time constants (errno values, signal
+# numbers): no compiler takes them without cosmopolitan gcc's -fportcosmo, so the build compiles lowered copies
+# (opencoti_build.tree.portcosmo) in every lane. A source is compiled from its copy; a header's copy is found first,
+# through the include dir named beside it. tests/realtree/test_real_cosmocc.py checks this list against every file
+# of llama-cpp-python 0.3.36's tree.
+PORTCOSMO_SOURCES: tuple[str, ...] = (f"{LLAMA_PREFIX}ggml/src/ggml.c",)  # posix_memalign's EINVAL, ENOMEM
+PORTCOSMO_HEADERS: Mapping[str, str] = {  # header -> the include dir it is found through
+    f"{LLAMA_PREFIX}vendor/sheredom/subprocess.h": f"{LLAMA_PREFIX}vendor",  # errno -> subprocess_error_*
+}
+
 # ggml-cpu's per-architecture kernels: the directory of each, and the macro a fat compile's half defines.
 ARCH_ROOT = f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch"
 ARCH_DIRS: Mapping[str, str] = {"x86_64": "x86", "aarch64": "arm"}
