@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import leftovers
 from scons_runs import MINI_TREE, NVCC13_ROOT, PROJECT, scons
 
 TIERS = ("unit", "integration", "soak", "realtree")
@@ -29,6 +30,8 @@ FALLBACK_SEED = 20261203
 LONGEST_GROUPS = ("tests/realtree/test_native_realtree.py", "tests/soak/test_null_build.py", "faults-kill",
                   "faults-cache", "faults-remote")
 _SEED = pytest.StashKey[int]()
+_STATUS = pytest.StashKey[frozenset[str] | None]()  # the checkout's git status when the run started
+_LEFT = pytest.StashKey[list[str]]()  # what the run left in it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -121,10 +124,36 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [soak_line(config)] if runs_soak(config) else []
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the run's own process, not a pytest-xdist worker
+        session.config.stash[_STATUS] = leftovers.status(PROJECT)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The tiers leave the checkout as they found it (tests/leftovers.py): a run that left anything there fails,
+    naming it (in the summary below)."""
+    before = session.config.stash.get(_STATUS, None)
+    after = leftovers.status(PROJECT) if before is not None else None
+    left = leftovers.left(before, after) if before is not None and after is not None else []
+    if left:
+        session.config.stash[_LEFT] = left
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    """The seed again at the end, where -q (scripts/test) shows it: the header is hidden under -q."""
+    """The seed again at the end, where -q (scripts/test) shows it: the header is hidden under -q. Then what the run
+    left in the checkout, if anything."""
     if runs_soak(config):
         terminalreporter.write_line(soak_line(config))
+    left = config.stash.get(_LEFT, [])
+    if left:
+        terminalreporter.section("left in the checkout", sep="=", red=True, bold=True)
+        terminalreporter.write_line(f"the run left {len(left)} new entr{'y' if len(left) == 1 else 'ies'} in "
+                                    f"`git status --porcelain --ignored` of {PROJECT}; a test must write under its "
+                                    "tmp_path (another process writing there meanwhile shows up too: rerun):")
+        for line in left:
+            terminalreporter.write_line(f"  {line}")
 
 
 @pytest.hookimpl(hookwrapper=True)

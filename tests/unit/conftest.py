@@ -45,3 +45,16 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
         yield
     finally:
         _Guard.armed = False
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _signatures_outside_the_checkout(tmp_path_factory: pytest.TempPathFactory) -> Generator[None, None, None]:
+    """SCons opens its signature database (``.sconsign.dblite``, created when absent) in the working directory the
+    first time a node's stored record is asked for, as the tests over real SCons nodes do (test_progress,
+    test_null_build_recorder, test_engine, ...): in a directory of the session's instead of the checkout's top."""
+    import SCons.SConsign
+
+    name = SCons.SConsign.DB_Name
+    SCons.SConsign.DB_Name = str(tmp_path_factory.mktemp("sconsign") / ".sconsign")
+    yield
+    SCons.SConsign.DB_Name = name
