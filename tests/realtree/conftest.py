@@ -41,5 +41,5 @@ def fat_realtree(pytestconfig: pytest.Config) -> PersistentBuild:
 @pytest.fixture(scope="session")
 def real_fat(pytestconfig: pytest.Config) -> PersistentBuild:
     """The fat lane's persistent build of a private copy of the sdist's llama.cpp with a real cosmocc
-    (tests/realtree/test_real_cosmocc.py)."""
+    (tests/realtree/test_real_cosmocc.py): OPENCOTI_REALFAT_CACHE and OPENCOTI_REALFAT_BUILD."""
     return persistent_build(pytestconfig, "realfat", "about 80 minutes")
