@@ -18,22 +18,6 @@ def identity(st: os.stat_result) -> Identity:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-# How long after its last change a file's stat identity vouches for its bytes (git's "racily clean" rule): a write
-# in the same timestamp tick as the change before it keeps mtime and ctime as they were. A tick is a jiffy (at most
-# 10 ms) on filesystems with ns stamps, whole seconds (FAT: two) on those without.
-SETTLED_NS = 100_000_000
-SETTLED_COARSE_NS = 2_000_000_000
-
-
-def settled(st: os.stat_result, looked_at_ns: int) -> bool:
-    """Whether ``st``, taken at ``looked_at_ns`` (time.time_ns() just before the stat), can only be kept by a file
-    holding the same bytes: its last change lies at least a tick before, so any later write gets other stamps.
-    A stamp in the future (another clock: a network filesystem's) is not settled."""
-    changed = max(st.st_mtime_ns, st.st_ctime_ns)
-    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
-    return looked_at_ns - changed >= (SETTLED_COARSE_NS if coarse else SETTLED_NS)
-
-
 def stamp(st: os.stat_result) -> int:
     """``st``'s stat identity packed into one int, mtime first, 64 bits a field (so packing loses nothing).
 

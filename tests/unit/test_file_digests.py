@@ -114,6 +114,24 @@ def test_entries_digests_are_kept_across_runs_while_the_file_keeps_its_stat(tmp_
     assert third.entry(model, os.stat(model)) is None  # a file whose stat moved is no longer kept
 
 
+def test_an_unsettled_record_of_an_earlier_run_gives_scons_no_signature(tmp_path: Path, model: Path) -> None:
+    """Git's racily-clean rule: a digest taken within the file's timestamp tick may be of bytes a write in that tick
+    replaced, keeping the stat; the next run hashes the file again (the packager as it copies it, SCons itself)."""
+    record = tmp_path / "build" / file_digests.RECORD_NAME
+    record.parent.mkdir()
+    first = file_digests.Digests()
+    first.keep_in(record)
+    first.remember(model, os.stat(model), "ab" * 32, crc32=1234, settled=False)
+    assert first.known(model) == "sha256:" + "ab" * 32  # this run's own reading
+    first.save()
+    second = file_digests.Digests()
+    second.keep_in(record)
+    assert second.entry(model, os.stat(model)) == ("ab" * 32, 1234, False)  # the packager checks it as it copies
+    assert second.known(model) is None
+    second.remember(model, os.stat(model), "cd" * 32, crc32=5, settled=False)  # hashed again in this run
+    assert second.known(model) == "sha256:" + "cd" * 32
+
+
 @pytest.mark.parametrize("content", ["", "not json", '{"format": 99, "files": {}}', '{"format": 2, "files": {"x": 5}}'])
 def test_an_unreadable_digest_record_is_no_record(tmp_path: Path, model: Path, content: str) -> None:
     record = tmp_path / file_digests.RECORD_NAME

@@ -6,8 +6,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from opencoti_build import files
 
 
@@ -54,21 +52,3 @@ def test_the_stamp_packs_every_field_apart_even_before_1970() -> None:
     stamps = {files.stamp(st(*fields)) for fields in [(1, 2, 3, 4, 5), (2, 1, 3, 4, 5), (1, 2, 3, 5, 4), (-1, 2, 3, 4, 5),
                                                       (1, 2, 4, 4, 5), (1, 2, 3, 4, 6)]}
     assert len(stamps) == 6
-
-
-def _stat(mtime_ns: int, ctime_ns: int) -> os.stat_result:
-    return os.stat_result((0o100644, 1, 2, 1, 0, 0, 5, 0, 0, 0, 0, 0, 0, mtime_ns, ctime_ns, 0))
-
-
-@pytest.mark.parametrize(("mtime", "ctime", "looked_at", "expected"), [
-    (10_000_000_123, 10_000_000_123, 10_050_000_000, False),  # ns stamps, looked at 50 ms after the change: racy
-    (10_000_000_123, 10_000_000_123, 10_200_000_123, True),  # 200 ms after: settled
-    (10_000_000_123, 10_150_000_000, 10_200_000_123, False),  # ctime counts too (a chmod, a rename over)
-    (10_000_000_000, 10_000_000_000, 11_500_000_000, False),  # whole-second stamps: a tick may be 2 s (FAT)
-    (10_000_000_000, 10_000_000_000, 12_000_000_000, True),
-    (10_000_000_123, 10_000_000_123, 9_000_000_000, False),  # a stamp from a clock ahead of ours
-])
-def test_a_stat_is_settled_a_timestamp_tick_after_the_last_change(mtime: int, ctime: int, looked_at: int,
-                                                                   expected: bool) -> None:
-    assert files.settled(_stat(mtime, ctime), looked_at) is expected
-

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build import files
 from opencoti_build.formats import zipappend
 from opencoti_build.formats.zipappend import Entry, ZipAppendError, ZipStoreError, append, dos_datetime
+from opencoti_build.incremental import timestamps
 
 from packaging_support import PLEDGE, write_gguf
 from samples import EPOCH, appended_entries, assert_aligned
@@ -517,11 +517,27 @@ def test_a_recorded_crc_of_other_bytes_is_caught_and_the_digests_are_taken_again
     assert result.entry("model.gguf").sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
 
 
-@pytest.mark.parametrize(("after_ns", "settled"), [(1_000_000, False), (files.SETTLED_COARSE_NS, True)])
+def test_an_unsettled_record_is_hashed_again_and_a_sha256_of_other_bytes_is_caught(tmp_path: Path) -> None:
+    """Git's racily-clean rule: a record taken within its file's timestamp tick vouches for nothing, not even with
+    the right CRC-32 (a same-size change can keep it); the model's SHA-256 is taken again as it is copied."""
+    base, _ = _golden_inputs(tmp_path)
+    entries, heard = _recorded_as_read(tmp_path)
+    model = next(p for p in heard if p.name == "model.gguf")
+    lied = {p: ("0" * 64 if p == model else sha256, crc32, False) for p, (_, sha256, crc32) in heard.items()}
+    result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=lambda path, st: lied[path])
+    assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()
+    assert result.sha256 == GOLDEN[4096]
+    assert result.entry("model.gguf").sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+    trusted = {p: (sha256, crc32, True) for p, (sha256, crc32, _) in lied.items()}  # settled: taken as recorded
+    result = append(base, entries, tmp_path / "again", align=4096, epoch=EPOCH, known=lambda path, st: trusted[path])
+    assert result.entry("model.gguf").sha256 == "0" * 64
+
+
+@pytest.mark.parametrize(("after_ns", "settled"), [(1_000_000, False), (2 * timestamps.SECOND_NS, True)])
 def test_an_entry_is_heard_settled_once_read_a_tick_after_its_last_change(tmp_path: Path, monkeypatch,
                                                                           after_ns: int, settled: bool) -> None:
     model = write_gguf(tmp_path / "tiny.gguf")
-    changed = max(model.stat().st_mtime_ns, model.stat().st_ctime_ns)
+    changed = model.stat().st_ctime_ns
     monkeypatch.setattr(zipappend.time, "time_ns", lambda: changed + after_ns)  # the clock as the entry is opened
     heard: dict[str, bool] = {}
 

@@ -16,9 +16,10 @@ What the packager read as an entry (the model, the DSOs) is remembered with its 
 runs in ``BUILD_DIR/file-digests.json`` (:meth:`Digests.keep_in`): a repackage whose model did not change
 knows the model's local header before its data, so the artifact's SHA-256 is taken as it is written and the
 model is read once, not hashed again (formats/zipappend.py). Each such record says whether it was settled: read
-a timestamp tick or more after the file's last change (files.settled), so that no later write can keep its stat.
-An unsettled record's CRC-32 is checked against the bytes copied (a mismatch, a change within that tick, is caught
-there and hashed anew); a settled one's is not computed again.
+a timestamp tick or more after the file's last change (opencoti_build.incremental.timestamps), so that no later
+write can keep its stat. Git's racily-clean rule: an unsettled record vouches for nothing in a later run; the
+packager hashes the bytes it copies again (a change within that tick is caught there) and :meth:`Digests.known`
+does not give it to SCons; a settled one's digests are not computed again.
 """
 from __future__ import annotations
 
@@ -43,14 +44,16 @@ class Digests:
     def __init__(self) -> None:
         self._known: dict[str, tuple[Identity, str, int | None, bool]] = {}
         self._record: Path | None = None
+        self._unsettled_earlier: set[str] = set()  # loaded from the record, taken within their file's timestamp tick
         self._lock = threading.Lock()  # artifact steps run on several workers
 
     def remember(self, path: Path | str, st: os.stat_result, sha256: str, crc32: int | None = None,
                  settled: bool = False) -> None:
         """``path`` had the SHA-256 ``sha256`` (and, read as an entry, the CRC-32 ``crc32``) while it had the stat ``st``
-        (``settled``: taken a tick or more after its last change, files.settled)."""
+        (``settled``: taken a tick or more after its last change, timestamps.settled)."""
         with self._lock:
             self._known[os.path.abspath(path)] = (identity(st), PREFIX + sha256, crc32, settled)
+            self._unsettled_earlier.discard(os.path.abspath(path))
 
     def entry(self, path: Path | str, st: os.stat_result) -> tuple[str, int, bool] | None:
         """(sha256, crc32, settled) recorded for ``path`` read as an entry, if ``st`` is still the stat it had then."""
@@ -75,7 +78,10 @@ class Digests:
                 try:
                     (dev, ino, size, mtime, ctime), sha256, crc32, settled = value
                     ident = (int(dev), int(ino), int(size), int(mtime), int(ctime))
-                    self._known.setdefault(path, (ident, PREFIX + str(sha256), int(crc32), settled is True))
+                    if path not in self._known:
+                        self._known[path] = (ident, PREFIX + str(sha256), int(crc32), settled is True)
+                        if settled is not True:
+                            self._unsettled_earlier.add(path)
                 except (TypeError, ValueError):
                     continue
 
@@ -104,9 +110,10 @@ class Digests:
                     staged.unlink(missing_ok=True)
 
     def known(self, path: Path | str) -> str | None:
-        """The remembered signature of ``path``, if it still has the stat it had then; else None."""
+        """The remembered signature of ``path``, if it still has the stat it had then and an earlier run's record
+        of it was settled; else None."""
         entry = self._known.get(os.path.abspath(path))  # (no stat for a file never remembered: every node asks)
-        if entry is None:
+        if entry is None or os.path.abspath(path) in self._unsettled_earlier:
             return None
         try:
             st = os.stat(path)

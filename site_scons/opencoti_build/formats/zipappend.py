@@ -23,9 +23,10 @@ The output's own SHA-256 is taken on a thread of its own, in file order, from th
 nothing is read back from the output (that would verify nothing about the disk: ``verify`` re-reads on demand).
 So each local header, CRC-32 included, must be final before its data. A blob's is. A file's is when ``known``
 still vouches for its SHA-256 and CRC-32 (the packager records them with the file's stat identity, so a
-repackage with the same model knows them): the CRC-32 of the bytes copied is checked against the recorded one
-unless the record was settled (taken at least a timestamp tick after the file's last change, files.settled: no
-later write can then keep its stat), so a settled model is read once, for the output's digest alone. A file
+repackage with the same model knows them): a record that was settled (taken at least a timestamp tick after the
+file's last change, opencoti_build.incremental.timestamps: no later write can then keep its stat) is trusted, so
+a settled model is read once, for the output's digest alone; the bytes copied under any other are hashed again
+(CRC-32 and SHA-256, each on its own thread) and held against the record: git's racily-clean rule. A file
 without such a record is read first for its CRC-32 (its halves on two threads, combined: formats.crc32), then
 copied as a recorded one is, its own SHA-256 taken beside the output's: the file is read twice, the output
 never. A record that was not settled and proves wrong (a write within one timestamp tick kept the stat) has its
@@ -57,7 +58,7 @@ from io import FileIO
 from pathlib import Path, PurePosixPath
 
 from opencoti_build.errors import UserError
-from opencoti_build.files import identity, settled
+from opencoti_build.files import identity
 from opencoti_build.formats.crc32 import combine as crc32_combine
 from opencoti_build.formats.zipstore import (
     CENTRAL,
@@ -81,6 +82,7 @@ from opencoti_build.formats.zipstore import (
     read_zip_store,
 )
 from opencoti_build.incremental import tempfiles
+from opencoti_build.incremental.timestamps import settled
 
 DEFAULT_ALIGN = 65536
 _CHUNK = 4 << 20
@@ -713,7 +715,7 @@ class _WrittenEntry:
     crc32: int
     sha256: str
     read: os.stat_result | None = None  # a file entry's stat as it was read
-    settled: bool = False  # ... taken a tick or more after the file's last change (files.settled)
+    settled: bool = False  # ... taken a tick or more after the file's last change (timestamps.settled)
 
     def info(self, heard: Digest) -> EntryInfo:
         """The entry's info; ``heard`` hears of a file entry's digests."""
@@ -763,7 +765,7 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
     f, before = _open_input(entry.path)
     with f:
         size = before.st_size  # what the header's size fields (and zip64 extra) need
-        # (sha256, crc32, settled): a settled record is trusted, another's CRC-32 is checked as the file is copied
+        # (sha256, crc32, settled): a settled record is trusted, the bytes copied under another are hashed again
         recorded = known(entry.path, before) if known is not None else None
         while True:
             crc, sha = _Crc(), hashlib.sha256()
@@ -774,13 +776,13 @@ def _write_entry(sink: _Sink, entry: Entry, workers: _Workers, *, align: int, da
                 crc32, updates = _crc32(entry.path, f, size, workers), [(workers.entry, sha.update)]
             else:
                 sha256, crc32, trusted = recorded
-                updates = [] if trusted else [(workers.digest, crc.update)]
+                updates = [] if trusted else [(workers.digest, crc.update), (workers.entry, sha.update)]
             offset, start, checkpoint = _header(sink, _Pending(entry, size, crc32), align, date, dtime)
             _copy(entry.path, f, size, sink, workers, updates)
             if recorded is None:
                 sha256 = sha.hexdigest()
                 break
-            if trusted or crc.value == crc32:
+            if trusted or (crc.value, sha.hexdigest()) == (crc32, sha256):
                 break
             # recorded for other bytes (a write within one timestamp tick kept the stat): written again, the
             # CRC-32 read from the file

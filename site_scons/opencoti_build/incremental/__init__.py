@@ -5,4 +5,5 @@
 - ``import_closure``: a module's source files and those of every module of this package it imports.
 - ``null_build``: the null build's fast path: a record of everything a run depended on, and its check.
 - ``tempfiles``: temporaries written beside their destination, renamed into place, swept when dead.
+- ``timestamps``: how fine a file's timestamps are, and when its stat vouches for its bytes (git's racily-clean rule).
 """
