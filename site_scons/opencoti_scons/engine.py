@@ -66,6 +66,9 @@ PATCHES: dict[str, Patch] = {
                                 "says, has no option of its own to turn off (-s turns off the step lines too)"),
     "sconsign write": Patch(SCons.SConsign, "write",
                             "whether the build phase ended (SCons wrote its signatures) has no public hook"),
+    "sconsign settle": Patch(SCons.SConsign, "write",
+                             "no hook runs just before SCons writes its signatures, when the stamps of files the "
+                             "run wrote are settled (git's index time); wrapped again by `sconsign write`"),
     "executor cleanup": Patch(SCons.Executor.Executor, "cleanup",
                               "a scan drops every memo of the step's executor, the action signature a build "
                               "server's reader computed ahead too; no hook keeps one"),

@@ -29,6 +29,7 @@ from opencoti_build.incremental import null_build
 from opencoti_build.report import summary, trace
 from opencoti_build.report.notes import Notes
 from opencoti_scons import engine
+from opencoti_scons.stamps import Stamps
 
 Report = Callable[[], list[str]]
 
@@ -49,6 +50,7 @@ class BuildRun:
         self.planned = 0
         self.reports: list[Report] = []  # lines printed just before the summary, which stays last
         self.digests = file_digests.Digests()  # SHA-256s of files the run read or wrote whole (the packager's)
+        self.stamps = Stamps()  # the decider's stamps, a file's stat within its timestamp tick withheld
         self.memo = memo or null_build.Memo()  # what the reading computes, carried between runs by the null build
         self._out = out  # None: whatever sys.stdout is when a line is written (the null build's recorder swaps it)
         self.dry_run = dry_run  # scons -n: the end line says what a build would do

@@ -17,7 +17,9 @@ part compared, never a max of them: SCons' whole-second mtimes miss an edit made
 recorded stamp; no mtime alone sees an edit that puts the old mtime back (`touch -r`, `utime`, `cp -p`,
 `rsync -t`, `tar x`), which always moves the ctime; and a max of mtime and ctime hides that ctime when the
 mtime lies in the future (a tree from a machine whose clock runs ahead). Such a file is said once a run (one
-WARN). (Two writes within one kernel timestamp tick, a few ms, still look alike, as they do to make and Ninja.)
+WARN). Two writes within one timestamp tick (a jiffy; a whole second on ext2/ext3, two on FAT) keep the stat, so a
+stat taken within its file's tick is stamped so that no later run matches it, and that run reads the file again:
+git's racily-clean rule (opencoti_scons/stamps.py; a file the run wrote counts from when the sconsign is written).
 
 A file whose SHA-256 the build already knows (opencoti_build.cache.file_digests: the packager's artifact,
 as written) is signed with that digest instead of being read again; a target recorded with such a
@@ -29,7 +31,8 @@ the count the build would show.
 
 Load it with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose ``digests`` are the packager's).
 Construction variables: none read or set. Installing the tool replaces SCons's file stamp, up-to-date check and
-content signature (through opencoti_scons.engine, once per process).
+content signature, and settles the run's stamps before the sconsign write (through opencoti_scons.engine, once per
+process).
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ def _stamp_noting_the_future(run: BuildRun) -> Callable[[SCons.Node.FS.Base], in
             said.set()
             run.say(f"WARN: {node} was modified {ahead / 1e9:.0f} s in the future (a clock running ahead where it "
                     "was written?); edits are still seen: files are compared by their whole stat, not by time")
-        return files.stamp(st)
+        return run.stamps.stamp(node, st)
     return noting
 
 
@@ -122,10 +125,18 @@ def _current(inputs_current: Callable[[SCons.Node.FS.File], bool],
     return is_up_to_date
 
 
+def _settling(run: BuildRun, write: Callable[[], None]) -> Callable[[], None]:
+    def write_settled() -> None:
+        run.stamps.settle()  # the files this run wrote get their real stamps where their tick is over
+        write()
+    return write_settled
+
+
 def generate(env: Any, run: BuildRun) -> None:
     engine.install("file stamp", lambda scons_stamp: _stamp_noting_the_future(run))
     engine.install("file current", lambda original: _current(original, run.digests))
     engine.install("file signature", lambda original: _signature(original, run.digests))
+    engine.install("sconsign settle", lambda write: _settling(run, write))
 
 
 def exists(env: Any) -> bool:

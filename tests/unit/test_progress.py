@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,9 +14,12 @@ import SCons.Errors
 import SCons.Node
 import SCons.Node.FS
 
+from opencoti_build import files
+from opencoti_build.incremental import timestamps
 from opencoti_build.report import steplines, summary, trace
 from opencoti_build.report.notes import Notes
 from opencoti_scons.progress import BuildRun, counted, moved_inputs
+from opencoti_scons.stamps import Stamps
 
 
 class _Task:
@@ -319,3 +323,28 @@ def test_what_a_killed_run_left_while_writing_the_notes_or_a_trace_is_swept(tmp_
     traced = trace.Trace(origin=0.0)
     traced.write(tmp_path / "trace.json")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes-said.json", "trace.json"]
+
+
+def test_a_stamp_taken_within_its_files_tick_is_one_no_run_matches_and_a_built_file_settles_at_the_end(
+        fs, tmp_path: Path, monkeypatch) -> None:
+    """Git's racily-clean rule for the decider (opencoti_scons/stamps.py): a stat that may not vouch for the bytes
+    gets a stamp below zero, never given again; what the run wrote gets its real stamp back once it is settled when
+    the sconsign is written, an input does not (it was read when stamped)."""
+    header, obj = tmp_path / "a.h", tmp_path / "a.o"
+    header.write_text("x")
+    obj.write_text("o")
+    stamps = Stamps()
+    source, built = fs.File("a.h"), _built(fs, "a.o")
+    monkeypatch.setattr(timestamps, "settled", lambda st, looked_at: False)  # both looked at within their tick
+    given = {node: stamps.stamp(node, node.stat()) for node in (source, built)}
+    assert all(stamp < 0 for stamp in given.values()) and stamps.stamp(source, source.stat()) != given[source]
+    assert stamps.unsettled() == sorted(str(n) for n in (source, built))
+    for node in (source, built):
+        node.get_ninfo().timestamp = given[node]  # what the sconsign would record
+    built.set_state(SCons.Node.executed)
+    monkeypatch.undo()
+    monkeypatch.setattr(timestamps, "settled", lambda st, looked_at: True)  # by the time the sconsign is written
+    stamps.settle()
+    assert built.get_ninfo().timestamp == files.stamp(os.stat(obj))  # a file the run wrote: its real stamp back
+    assert source.get_ninfo().timestamp == given[source]  # an input stays withheld: the next run reads it again
+    assert stamps.stamp(source, source.stat()) == files.stamp(os.stat(header))  # settled: the stat identity
