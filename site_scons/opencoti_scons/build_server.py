@@ -41,7 +41,7 @@ import SCons.Script.Main
 
 import opencoti_build
 import opencoti_scons
-from opencoti_build.incremental import build_lock, null_build
+from opencoti_build.incremental import build_lock, null_build, private
 from opencoti_build.server import boundary, native_client, protocol
 from opencoti_build.server.watcher import Changes, Watcher
 from opencoti_scons import engine, reader
@@ -196,8 +196,8 @@ class Server:
                     started = time.monotonic()
                     status, how = self._build(message, fds, conn)
                     # logged before the client has its status: what reads the log once the client is done finds it
-                    print(f"{time.strftime('%H:%M:%S')} build {' '.join(message['argv'])}: {how}, status {status}, "
-                          f"{time.monotonic() - started:.3f} s", file=sys.stderr, flush=True)
+                    print(f"{time.strftime('%H:%M:%S')} build {' '.join(private.shown(message['argv']))}: {how}, "
+                          f"status {status}, {time.monotonic() - started:.3f} s", file=sys.stderr, flush=True)
                     protocol.send(conn, {"status": status})
                     if how != NULL_ANSWER:
                         self._after_run()

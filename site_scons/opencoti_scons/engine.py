@@ -17,6 +17,7 @@ from typing import Any
 
 import SCons
 import SCons.CacheDir
+import SCons.dblite
 import SCons.Errors
 import SCons.Executor
 import SCons.Node
@@ -36,6 +37,15 @@ REQUIREMENT = f"scons>={SUPPORTED[0][0]}.{SUPPORTED[0][1]},<{SUPPORTED[1][0]}.{S
 MARK = "opencoti_patch"  # the attribute a replacement carries: its PATCHES name
 SCONSIGN = ".sconsign"  # BUILD_DIR/.sconsign: SConstruct's SConsignFile, ...
 SCONSIGN_DB = SCONSIGN + ".dblite"  # ... and the file SCons's dblite writes for it
+
+
+class PrivateDblite:
+    """SCons's own dblite for ``SConsignFile(name, dbm_module)``, its file the user's alone (0600: it holds every
+    command line the build ran; dblite creates it 0666 less the umask)."""
+
+    @staticmethod
+    def open(file: str, flag: str = "r", mode: int = 0o600) -> Any:
+        return SCons.dblite.open(file, flag, mode & 0o600)
 
 
 @dataclass(frozen=True)

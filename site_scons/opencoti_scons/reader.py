@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from opencoti_build.incremental import build_lock, null_build
+from opencoti_build.incremental import build_lock, null_build, private
 from opencoti_build.server import protocol
 from opencoti_scons import engine
 
@@ -99,7 +99,8 @@ class ReadAhead:
             self._decline("its reading printed outside Python", fds, build_dir)
         os.environ.clear()
         os.environ.update(env)
-        recorder.retake(set(recorder.first) - recorder.reading, now.now if now is not None else {})
+        recorder.retake(set(recorder.first) - recorder.reading, now.now if now is not None else {},
+                        now.unsettled if now is not None else frozenset())
         engine.forget_file_state(engine.graph_nodes())  # again: computing the signatures may have made nodes
         clean_scratch(build_dir)
         for target, fd in enumerate(fds):
@@ -164,4 +165,4 @@ def clean_scratch(build_dir: str) -> None:
     """BUILD_DIR/tmp emptied, as each run starts it: killed runs' scratch files gone."""
     tmp = os.path.join(build_dir, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp, exist_ok=True)
+    private.make_dir(tmp)  # the tools' TMPDIR: the user's alone

@@ -5,14 +5,37 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import pytest
 import SCons
 
-from opencoti_build.incremental import null_build
+from opencoti_build.incremental import null_build, private
+from opencoti_build.incremental.null_build import record as record_mod
 
 RUNNING = null_build.interpreter(SCons.__version__)
+KEY = bytes(range(32))
+
+
+@pytest.fixture(autouse=True)
+def settled_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every path these tests sign is looked at long after its last change (git's racily-clean rule is tested on
+    its own below)."""
+    monkeypatch.setattr(record_mod, "now_ns", lambda: time.time_ns() + 10 * 10**9)
+
+
+def made(args: list[str], cwd: str, environ: dict[str, str], *rest, **more) -> null_build.Record:
+    """A record of a run with this command line and environment (kept as digests under KEY)."""
+    sealed_args, sealed_environ = null_build.sealed(KEY, args, environ)
+    return null_build.Record(sealed_args, cwd, sealed_environ, *rest, **more, key=KEY)
+
+
+def kept(record: null_build.Record, path: Path) -> null_build.Record | None:
+    """``record`` written at ``path`` with its key beside it, and read back."""
+    private.write(null_build.key_file(str(path)), record.key)
+    record.dump(str(path))
+    return null_build.Record.load(str(path))
 
 
 @pytest.mark.parametrize(("args", "fast"), [
@@ -32,11 +55,9 @@ def test_difference_names_what_changed(tmp_path: Path) -> None:
     (listed / "x.h").write_text("")
     paths = {str(source): null_build.signature(str(source), False), str(listed): null_build.signature(str(listed), True),
              str(tmp_path / "absent.h"): None}
-    record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(listed)}, [], (),
-                               [(1, "NOTE\n")], 3)
-    record.dump(str(tmp_path / "record"))
-    loaded = null_build.Record.load(str(tmp_path / "record"))
-    assert loaded == record
+    record = made(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(listed)}, [], (), [(1, "NOTE\n")], 3)
+    loaded = kept(record, tmp_path / "record")
+    assert loaded == record and loaded.key == KEY
     same = ("-Q",), "/co", {"PATH": "/bin", "_": "/usr/bin/scons"}, RUNNING
     assert null_build.difference(loaded, *same) is None
     assert null_build.difference(loaded, ["-Q", "VERBOSE=1"], "/co", {"PATH": "/bin"}, RUNNING) == "the command line"
@@ -61,11 +82,9 @@ def test_carry_over_only_when_the_reading_is_the_same(tmp_path: Path) -> None:
     sign = lambda p: null_build.signature(str(p), p.is_dir())  # noqa: E731
     paths = {str(p): sign(p) for p in (read, looked_for, header, searched, listed)}
     paths[str(searched / "x.h")] = None  # a header search looked here first
-    record = null_build.Record(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(searched), str(listed)}, [], (),
-                               [], 3, reading={str(read), str(listed)}, reading_found={str(looked_for)},
-                               memo={"key": "value"})
-    record.dump(str(tmp_path / "record"))
-    record = null_build.Record.load(str(tmp_path / "record"))
+    record = kept(made(["-Q"], "/co", {"PATH": "/bin"}, RUNNING, paths, {str(searched), str(listed)}, [], (),
+                       [], 3, reading={str(read), str(listed)}, reading_found={str(looked_for)},
+                       memo={"key": "value"}), tmp_path / "record")
     same = ("-Q",), "/co", {"PATH": "/bin"}, RUNNING
     carry = null_build.carry_over(record, *same)
     assert carry and carry.memo == {"key": "value"} and carry.implicit_cache
@@ -143,7 +162,7 @@ def test_a_file_signature_holds_its_permission_bits(tmp_path: Path) -> None:
 def test_difference_names_the_working_directory_every_changed_variable_and_a_missing_file(tmp_path: Path) -> None:
     present = tmp_path / ".sconsign.dblite"
     present.write_text("")
-    record = null_build.Record(["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING, {}, set(), [str(present)], (), [], 0)
+    record = made(["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING, {}, set(), [str(present)], (), [], 0)
     assert null_build.difference(record, ["-Q"], "/elsewhere", {"A": "1", "B": "2"}, RUNNING) == "the working directory"
     assert null_build.difference(record, ["-Q"], "/co", {"B": "3", "C": "4"}, RUNNING) == "the environment (A, B, C)"
     assert null_build.difference(record, ["-Q"], "/co", {"A": "1", "B": "2"}, RUNNING) is None
@@ -155,12 +174,11 @@ def test_a_record_of_another_format_or_shape_is_no_record(tmp_path: Path) -> Non
     import marshal
 
     path = tmp_path / "record"
-    good = null_build.Record(["-Q"], "/co", {}, RUNNING, {}, {"/co/src"}, [], (), [], 1)
-    good.dump(str(path))
-    assert null_build.Record.load(str(path)) == good  # sets come back as sets
+    good = made(["-Q"], "/co", {}, RUNNING, {}, {"/co/src"}, [], (), [], 1)
+    assert kept(good, path) == good  # sets come back as sets
     fields = marshal.loads(path.read_bytes())
     others = [(2,) + (None,) * 14,  # format 2's tuple
-              {**fields, "format": 3}, {k: v for k, v in fields.items() if k != "memo"}, {**fields, "extra": 1},
+              {**fields, "format": 4}, {k: v for k, v in fields.items() if k != "unsettled"}, {**fields, "extra": 1},
               [null_build.FORMAT] + [None] * 14, "text"]
     for other in others:
         path.write_bytes(marshal.dumps(other))

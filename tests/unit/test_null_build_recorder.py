@@ -6,14 +6,23 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import SCons
 
 from opencoti_build.incremental import null_build
+from opencoti_build.incremental.null_build import record as record_mod
 
 RUNNING = null_build.interpreter(SCons.__version__)
+
+
+@pytest.fixture(autouse=True)
+def settled_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every path these tests observe is looked at long after its last change (the racily-clean rule's own tests
+    set the clock themselves)."""
+    monkeypatch.setattr(record_mod, "now_ns", lambda: time.time_ns() + 10 * 10**9)
 
 
 def recorder(tmp_path: Path, outputs: tuple[str, ...] = ()) -> null_build.Recorder:
@@ -282,3 +291,77 @@ def test_retaken_paths_count_as_first_seen_now(tmp_path: Path) -> None:
     assert rec.first[str(source)] == null_build.signature(str(source), False)
     rec.retake([str(source)], {str(source): None})  # a signature just taken (a carry-over's) is used as it is
     assert rec.first[str(source)] is None
+
+
+# --- git's racily-clean rule: a stat taken within its file's timestamp tick does not vouch for the bytes ---------
+
+def looked_at_the_change(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    """From now on the clock reads the moment ``path`` last changed: every stat of it is within its tick."""
+    changed = os.stat(path).st_ctime_ns
+    monkeypatch.setattr(record_mod, "now_ns", lambda: changed)
+
+
+def test_an_input_stat_ed_within_its_tick_is_not_vouched_for(tmp_path: Path, monkeypatch) -> None:
+    """A header edited, read by the build and put back within one second (ext2) keeps its stat: the record must not
+    answer for it, so the next run takes the full path, whose decider hashes it again."""
+    header, opened = write(tmp_path / "x.h"), write(tmp_path / "SConscript")
+    rec = recorder(tmp_path)
+    looked_at_the_change(monkeypatch, header)
+    rec.observe(str(header))
+    rec.audit("open", (str(opened), "r", 0))
+    monkeypatch.setattr(record_mod, "now_ns", lambda: time.time_ns() + 10 * 10**9)
+    record = finish(rec)
+    assert record is not None and record.unsettled == {str(header), str(opened)}
+    assert null_build.difference(record, ["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING) == (
+        f"{min(str(header), str(opened))} was stat'ed within its timestamp tick (it may have changed unseen)")
+    assert null_build.paths_difference(record, only=[]) is not None  # whatever a watcher saw: never answered
+    # the SConscripts read a file that may have changed unseen: their reading is not carried over either
+    assert null_build.carry_over(record, ["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING) is None
+    record.unsettled.discard(str(opened))  # only a build-phase file: the reading holds, the stat is taken again
+    carry = null_build.carry_over(record, ["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING)
+    assert carry is not None and carry.unsettled == frozenset()
+
+
+def test_a_reading_read_ahead_is_not_vouched_for_when_it_read_within_a_tick(tmp_path: Path, monkeypatch) -> None:
+    opened = write(tmp_path / "SConscript")
+    rec = recorder(tmp_path)
+    looked_at_the_change(monkeypatch, opened)
+    rec.audit("open", (str(opened), "r", 0))
+    null_build.reading_done(rec)
+    assert rec.reading_changed() == f"{opened} was stat'ed within its timestamp tick (it may have changed unseen)"
+
+
+def test_the_code_counts_from_when_the_run_started(tmp_path: Path) -> None:
+    rec = recorder(tmp_path)
+    record = finish(rec)
+    assert null_build.__file__ not in record.unsettled  # the clock of these tests: long after any change
+    rec = recorder(tmp_path)
+    rec.started_ns = 1  # a run started before its code last changed: imported within its tick, for all it knows
+    record = finish(rec)
+    assert {null_build.__file__, os.path.abspath(pytest.__file__)} <= record.unsettled
+
+
+def test_outputs_count_from_the_end_and_their_last_jiffy_is_waited_for(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(record_mod, "now_ns", time.time_ns)  # the real clock
+    output = write(tmp_path / "out" / "o" / "a.o")
+    rec = recorder(tmp_path)
+    rec.observe(str(output))
+    write(output, "just built")
+    settles = null_build.signed(str(output), False)[1]
+    record = finish(rec)
+    assert time.time_ns() >= settles and record is not None
+    assert str(output) not in record.unsettled
+
+
+def test_outputs_of_the_runs_last_second_on_coarse_stamps_are_not_vouched_for(tmp_path: Path, monkeypatch) -> None:
+    from opencoti_build.incremental import timestamps
+
+    monkeypatch.setattr(record_mod, "now_ns", time.time_ns)
+    monkeypatch.setattr(timestamps, "granularity_ns", lambda st: timestamps.SECOND_NS)  # ext2: whole seconds
+    output = write(tmp_path / "out" / "o" / "a.o")
+    rec = recorder(tmp_path)
+    rec.observe(str(output))
+    started = time.monotonic()
+    record = finish(rec)
+    assert time.monotonic() - started < 0.5  # not waited for: the next run takes the full path instead
+    assert record is not None and record.unsettled >= {str(output)}

@@ -19,6 +19,7 @@ from pathlib import Path
 from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
 from opencoti_build.errors import UserError, stop_if_interrupted
 from opencoti_build.files import identity
+from opencoti_build.incremental import private
 
 PREFIX = "-Xx86_64-mtune="
 # Nearest older -mtune names, best first: same vendor's previous core, then a generic one of its era.
@@ -88,13 +89,11 @@ def probe(driver: str, names: Iterable[str], env: Mapping[str, str], cache: Path
                 known.update(zip(missing, pool.map(accepts, missing)))
         if cache is None:
             return {name: known[name] for name in names}
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({key: known}, sort_keys=True))
-            os.replace(tmp, cache)  # a lost cache only costs a probe
+            private.write(cache, json.dumps({key: known}, sort_keys=True).encode())  # BUILD_DIR's: the user's alone
         except OSError:
-            tmp.unlink(missing_ok=True)
+            pass  # a lost cache only costs a probe
     return {name: known[name] for name in names}
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from opencoti_build.errors import UserError, os_error_line
+from opencoti_build.incremental import private
 
 LOCK_NAME = ".lock"
 # lock file -> the fd this process holds it through: an OS resource of the process (released only when it
@@ -35,9 +36,15 @@ def _holder(fd: int) -> str:
 def _open(path: Path, build_dir: Path | str) -> int:
     try:
         os.makedirs(build_dir, exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, private.FILE_MODE)
     except OSError as exc:
         raise UserError(os_error_line(exc, f"BUILD_DIR={build_dir}: cannot take the build lock")) from None
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, private.FILE_MODE)  # bookkeeping: the user's alone (an older build made it 0644)
+    except OSError:
+        pass  # another user's: the build server refuses such a BUILD_DIR (opencoti_build/server/boundary.py)
+    return fd
 
 
 def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], None] = print,

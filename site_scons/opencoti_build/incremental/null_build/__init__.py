@@ -23,7 +23,15 @@ a file it read outside the output directories changed (its stat at the end diffe
 one seen: it may have been read before the change).
 
 Signatures: a file is (type, size, mtime_ns, ctime_ns, inode), so an edit, a touch, a replacement
-or a deletion is seen; a directory is its inode and, when the run listed it, its sorted entry names.
+or a deletion is seen; a directory is its inode and, when the run listed it, its sorted entry names. A file whose
+stat was taken within its timestamp tick (git's racily-clean rule: a same-size write in that tick keeps the stat)
+is recorded as unsettled, and a record with one never answers: the next run takes the full path, whose decider
+hashes it again. An input counts from when it was first looked at, the build's code from when the run started, an
+output from when the record is written (the run's last outputs are waited for, a few ms, where stamps are finer
+than a tenth of a second).
+
+The record keeps no secret: the command line's values and the environment's are keyed digests (names in the
+clear), the key beside the record; both are the user's alone (opencoti_build.incremental.private).
 
 What callers use is imported here from the package's modules:
 
@@ -51,9 +59,13 @@ from opencoti_build.incremental.null_build.record import (
     Signature,
     environment,
     interpreter,
+    key_file,
     record_file,
+    sealed,
     signature,
+    signed,
 )
 from opencoti_build.incremental.null_build.replay import replay
 
-__all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "environment", "Record", "interpreter", "record_file", "eligible", "difference", "settings_difference", "paths_difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]
+__all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "signed", "environment", "sealed", "Record", "interpreter",
+           "record_file", "key_file", "eligible", "difference", "settings_difference", "paths_difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]

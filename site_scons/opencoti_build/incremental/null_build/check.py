@@ -6,7 +6,8 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from opencoti_build.incremental.null_build.record import Record, Signature, environment, signature
+from opencoti_build.incremental.null_build import record as record_mod
+from opencoti_build.incremental.null_build.record import Record, Signature, sealed, signature, signed
 
 # Options that change neither what is built nor what is printed about it.
 _FREE_OPTIONS = {"-Q", "-s", "--silent", "--quiet", "-k", "--keep-going"}
@@ -52,11 +53,11 @@ def difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[s
 def settings_difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],
                         running: str) -> str | None:
     """The first of the run's settings (command line, directory, environment, interpreter) that differs."""
-    if record.args != list(args):
+    now_args, now = sealed(record.key, args, environ)
+    if record.args != now_args:
         return "the command line"
     if record.cwd != cwd:
         return "the working directory"
-    now = environment(environ)
     if record.environ != now:
         changed = sorted(k for k in set(now) | set(record.environ) if now.get(k) != record.environ.get(k))
         return f"the environment ({', '.join(changed)})"
@@ -66,7 +67,9 @@ def settings_difference(record: Record, args: Sequence[str], cwd: str, environ: 
 
 
 def paths_difference(record: Record, only: Collection[str] | None = None) -> str | None:
-    """The first recorded path that differs now (of ``only``, when given: what a watcher saw change)."""
+    """The first recorded path that differs now (of ``only``, when given: what a watcher saw change), else the
+    first whose stat the record cannot vouch for (taken within its timestamp tick: it may have changed since and
+    kept that stat, so a full run hashes it again), whatever ``only`` says."""
     wanted = None if only is None else set(only)
     for path in record.present:
         if (wanted is None or path in wanted) and not os.path.isfile(path):
@@ -75,6 +78,8 @@ def paths_difference(record: Record, only: Collection[str] | None = None) -> str
     for path in record.paths if only is None else [p for p in only if p in record.paths]:
         if signature(path, path in listed, hidden) != record.paths[path]:
             return f"{path} changed"
+    if record.unsettled:
+        return f"{min(record.unsettled)} was stat'ed within its timestamp tick (it may have changed unseen)"
     return None
 
 
@@ -99,11 +104,13 @@ class CarryOver:
     (:class:`Memo`); ``implicit_cache``: no file the build phase looked at appeared, vanished or
     changed kind and no directory it listed changed, so no header search can find another file than
     before and SCons may reuse the includes it scanned (SCons' implicit cache; a changed file is still
-    rescanned, as SCons does for any out-of-date target)."""
+    rescanned, as SCons does for any out-of-date target); ``unsettled``: the paths of ``now`` whose stat was
+    taken within its timestamp tick."""
 
     now: dict[str, Signature]
     memo: dict[str, str]
     implicit_cache: bool
+    unsettled: frozenset[str] = frozenset()
 
 
 
@@ -112,22 +119,29 @@ def carry_over(record: Record, args: Sequence[str], cwd: str, environ: Mapping[s
     """What this run may reuse from ``record`` (see CarryOver); None when anything the reading used differs:
     the command line, working directory, environment, Python, SCons, the code, a file the SConscripts
     opened or ran (or an executable they looked at: a probe's compiler), a directory they listed, or the
-    existence of a file they looked for. Sources and headers may have been edited, outputs rebuilt."""
-    if (record.args, record.cwd, record.interpreter) != (list(args), cwd, running):
+    existence of a file they looked for, or a file they read whose stat the record cannot vouch for. Sources and
+    headers may have been edited, outputs rebuilt."""
+    now_args, now_environ = sealed(record.key, args, environ)
+    if (record.args, record.cwd, record.interpreter) != (now_args, cwd, running):
         return None
-    if record.environ != environment(environ):
+    if record.environ != now_environ or record.unsettled & record.reading:
         return None
     now: dict[str, Signature] = {}
+    unsettled = set()
     same_search = True
     for path, sig in record.paths.items():
-        current = now[path] = signature(path, path in record.listed, record.hidden)
+        looked_at = record_mod.now_ns()
+        current, settles_at = signed(path, path in record.listed, record.hidden)
+        now[path] = current
+        if settles_at > looked_at:
+            unsettled.add(path)
         if current != sig:
             if path in record.reading:
                 return None
             if path in record.reading_found and _kind(current) != _kind(sig):
                 return None
             same_search = same_search and _found(current) == _found(sig)
-    return CarryOver(now, dict(record.memo), same_search)
+    return CarryOver(now, dict(record.memo), same_search, frozenset(unsettled))
 
 
 

@@ -5,15 +5,28 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from opencoti_build.incremental import private
+from opencoti_build.incremental.null_build import record as record_mod
 from opencoti_build.incremental.null_build.check import CarryOver
-from opencoti_build.incremental.null_build.record import Record, Signature, environment, signature, under
+from opencoti_build.incremental.null_build.record import (
+    Record,
+    Signature,
+    environment,
+    key_file,
+    sealed,
+    signature,
+    signed,
+    under,
+)
 
 _NOT_OBSERVED = ("/proc/", "/dev/", "/sys/")
 _PYCACHE = f"{os.sep}__pycache__"
+SETTLE_WAIT_NS = 100_000_000  # the longest the end of a run waits for its last outputs' timestamp tick to be over
 
 
 def _git_files(argv: Sequence[str], cwd: str) -> list[str]:
@@ -73,6 +86,8 @@ class Recorder:
     kept_reading: set[str] = field(default_factory=set)  # the last record's reading, taken over
     memo: dict[str, str] = field(default_factory=dict)
     build_ended: bool = False  # SCons wrote its sconsign: the build phase ran to its end
+    unsettled: set[str] = field(default_factory=set)  # first stat'ed within their timestamp tick
+    started_ns: int = 0  # when the run started (its code was imported after): what the code's stat is judged by
     _busy: threading.local = field(default_factory=threading.local)
 
     def locate(self, ignored: Iterable[str], outputs: Iterable[str], present: Iterable[str]) -> None:
@@ -84,18 +99,33 @@ class Recorder:
         self.outputs = tuple(outputs)
         for path in [p for p in self.first if under(p, self.ignored)]:
             del self.first[path]
+            self.unsettled.discard(path)
         self._busy.on = True  # listing again is not the build's reading
         try:
             for path in self.listed:  # listed before the outputs were known: list again without them
-                self.first[path] = signature(path, True, self.hidden)
+                self.first[path] = self._sign(path, True)
         finally:
             self._busy.on = False
+
+    def _sign(self, path: str, listed: bool, looked_at: int | None = None) -> Signature:
+        """``path``'s signature now, noted as unsettled when its stat was taken within its timestamp tick (judged
+        against ``looked_at``, by default the moment before the stat: any earlier one is stricter)."""
+        looked_at = record_mod.now_ns() if looked_at is None else looked_at
+        sig, settles_at = signed(path, listed, self.hidden)
+        if settles_at > looked_at:
+            self.unsettled.add(path)
+        else:
+            self.unsettled.discard(path)
+        return sig
 
     def seed(self, record: Record, carry: CarryOver) -> None:
         """Keep what ``record`` holds: this run skips work whose observations it would repeat (the scans
         SCons' implicit cache saves, the expansions a memo saves), yet its record must vouch for as much."""
         for path, sig in carry.now.items():
-            self.first.setdefault(path, sig)
+            if path not in self.first:
+                self.first[path] = sig
+                if path in carry.unsettled:
+                    self.unsettled.add(path)
         self.listed |= record.listed
         self.carried = set(carry.now) - record.reading - record.reading_found
         self.kept_reading = record.reading & carry.now.keys()
@@ -104,8 +134,9 @@ class Recorder:
     def hidden(self) -> tuple[str, ...]:
         return self.ignored + self.outputs
 
-    def observe(self, path: Any, listed: bool = False, used: bool = False) -> None:
-        """Note ``path``'s signature when first seen; ``used``: opened or run (its content matters)."""
+    def observe(self, path: Any, listed: bool = False, used: bool = False, looked_at: int | None = None) -> None:
+        """Note ``path``'s signature when first seen; ``used``: opened or run (its content matters); ``looked_at``:
+        when it was read, if before now."""
         if getattr(self._busy, "on", False):
             return
         try:
@@ -124,9 +155,9 @@ class Recorder:
         try:
             if listed:
                 self.listed.add(name)
-                self.first[name] = signature(name, True, self.hidden)
-            else:
-                self.first.setdefault(name, signature(name, name in self.listed, self.hidden))
+                self.first[name] = self._sign(name, True)
+            elif name not in self.first:
+                self.first[name] = self._sign(name, name in self.listed, looked_at)
         finally:
             self._busy.on = False
 
@@ -168,6 +199,8 @@ class Recorder:
             for path in sorted(self.reading):
                 if signature(path, path in self.listed, self.hidden) != self.first[path]:
                     return f"{path} changed"
+                if path in self.unsettled:
+                    return f"{path} was stat'ed within its timestamp tick (it may have changed unseen)"
             for path in sorted(self.reading_found):
                 now, seen = signature(path, path in self.listed, self.hidden), self.first[path]
                 if (now is None) != (seen is None) or (now is not None and seen is not None and now[0] != seen[0]):
@@ -176,13 +209,19 @@ class Recorder:
             self._busy.on = False
         return None
 
-    def retake(self, paths: Iterable[str], known: Mapping[str, Signature]) -> None:
+    def retake(self, paths: Iterable[str], known: Mapping[str, Signature],
+               unsettled: Collection[str] = frozenset()) -> None:
         """Count ``paths`` as first seen now: the build forgot what it knew of them (a graph read ahead of its
-        build), so the build phase reads them afresh. ``known``: signatures just taken (a carry-over's)."""
+        build), so the build phase reads them afresh. ``known``: signatures just taken (a carry-over's), of which
+        ``unsettled`` were taken within their timestamp tick."""
         self._busy.on = True
         try:
             for path in paths:
-                self.first[path] = known[path] if path in known else signature(path, path in self.listed, self.hidden)
+                if path in known:
+                    self.first[path] = known[path]
+                    (self.unsettled.add if path in unsettled else self.unsettled.discard)(path)
+                else:
+                    self.first[path] = self._sign(path, path in self.listed)
         finally:
             self._busy.on = False
 
@@ -202,24 +241,53 @@ class Recorder:
         code: set[str] = {os.path.abspath(file) for m in list(sys.modules.values())
                           if (file := getattr(m, "__file__", None))}
         for source in code:
-            self.observe(source)
+            self.observe(source, looked_at=self.started_ns or None)  # imported when the run started, or before
         paths: dict[str, Signature] = {}
+        late: dict[str, int] = {}  # outputs whose timestamp tick is not over yet -> when it is
+        looked_at = record_mod.now_ns()
         for path, seen in self.first.items():
-            now = signature(path, path in self.listed, self.hidden)
-            if now != seen and not under(path, self.outputs):
-                return  # read, then changed while this run was going: it may have used the old one
+            now, settles_at = signed(path, path in self.listed, self.hidden)
+            if not under(path, self.outputs):
+                if now != seen:
+                    return  # read, then changed while this run was going: it may have used the old one
+            elif settles_at > looked_at:
+                late[path] = settles_at  # written by this run, as it left them: they count from now, as git's index
             paths[path] = now
-        Record(self.args, self.cwd, self.environ, self.interpreter, paths, self.listed, self.present, self.hidden,
+        unsettled = {p for p in self.unsettled if p in paths and not under(p, self.outputs)} | self._settle(late, paths)
+        key = private.key(key_file(self.record_path))
+        args, environ = sealed(key, self.args, self.environ)
+        Record(args, self.cwd, environ, self.interpreter, paths, self.listed, self.present, self.hidden,
                self.read_phase, steps, (self.reading | code) & paths.keys(),
-               (self.reading_found - code) & paths.keys(), self.memo).dump(self.record_path)
+               (self.reading_found - code) & paths.keys(), self.memo, unsettled).dump(self.record_path)
+
+    def _settle(self, late: dict[str, int], paths: dict[str, Signature]) -> set[str]:
+        """Outputs whose stat is not settled yet: waited for when their tick ends within SETTLE_WAIT_NS (a jiffy where
+        stamps are fine), then signed again (``paths`` updated); those still unsettled after it."""
+        if not late:
+            return set()
+        wait = max(late.values()) - record_mod.now_ns()
+        if wait > SETTLE_WAIT_NS:
+            return set(late)  # whole-second stamps: the record does not vouch for them, a full run hashes them again
+        if wait > 0:
+            time.sleep(wait / 1e9)
+        looked_at = record_mod.now_ns()
+        still = set()
+        for path in late:
+            now, settles_at = signed(path, path in self.listed, self.hidden)
+            if now != paths[path] or settles_at > looked_at:
+                paths[path] = now
+                still.add(path)
+        return still
 
 
 
-def start(record_path: str, args: Sequence[str], running: str) -> Recorder:
-    """Begin observing this run (once per process). The caller names the build's directories with
-    :meth:`Recorder.locate` as soon as it knows them, ends reading with :func:`reading_done`, and has the
-    build's end call :meth:`Recorder.finish` (site_tools/null_build_record.py)."""
-    recorder = Recorder(record_path, list(args), os.getcwd(), environment(os.environ), running, (record_path,), ())
+def start(record_path: str, args: Sequence[str], running: str, started_ns: int = 0) -> Recorder:
+    """Begin observing this run (once per process; ``started_ns``: when it started, before the build's code was
+    imported). The caller names the build's directories with :meth:`Recorder.locate` as soon as it knows them, ends
+    reading with :func:`reading_done`, and has the build's end call :meth:`Recorder.finish`
+    (site_tools/null_build_record.py)."""
+    recorder = Recorder(record_path, list(args), os.getcwd(), environment(os.environ), running, (record_path,), (),
+                        started_ns=started_ns)
     real_stat, real_lstat = os.stat, os.lstat
 
     def observed_stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
