@@ -197,6 +197,13 @@ def _realfat(real: dict) -> list[str]:
             cells.append(f"{_s(m['medians'][name])} ({walls}); compiles {', '.join(str(r['compiles']) for r in runs)}")
         rows.append(cells + [f"{m['ratio_median']:.2f}×"])
     lines += _table(["measurement", "runs", *(f"{n}: median (runs); compiles" for n in names), "ratio (median)"], rows)
+    real_driver = next((n for n in names if "real cosmocc" in n), None)
+    if real_driver:  # a third build: the fat lane on a real cosmocc, against the stand-in's and the native lane
+        for key, label in (("cold", "cold build"), ("leaf_edit", "header edit")):
+            m = real[key]["medians"]
+            lines += [f"{label}, {real_driver}: {m[real_driver] / m[names[0]]:.2f}× the stand-in's fat lane, "
+                      f"{m[real_driver] / m[names[1]]:.2f}× the native lane (medians)."]
+        lines.append("")
     floor = real["null"]
     lines += [f"Null build of the fat lane against the floor, run by run in the same run: `{fatbench.EMPTY_SCONS}` "
               f"{_s(floor['medians'][fatbench.EMPTY_SCONS])}, the null build "

@@ -8,6 +8,7 @@ remote storage).
                                     # a 1 MiB and a 2 GiB model only
     python3 bench/run.py --parts realtree --heavy-runs 1   # one part; the others' last results are kept
     python3 bench/run.py --parts realfat --runs 3 --heavy-runs 1   # the fat lane on the real tree vs the native lane
+    python3 bench/run.py --parts realfat --real-cosmocc DIR ...     # ...and the fat lane on a real cosmocc beside them
     python3 bench/run.py --parts shared --runs 3            # a second checkout, empty local cache, warm Redis
     python3 bench/run.py --parts server --runs 5            # the build server against make + ccache and one-shot scons
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/opencoti-bench"), help="scratch dir (trees, outputs, models)")
     parser.add_argument("--docs", type=Path, default=PROJECT / "docs", help="where benchmarks.md/.json go")
     parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("--real-cosmocc", type=Path, default=os.environ.get("OPENCOTI_REAL_COSMOCC") or None,
+                        help="part realfat: also the fat lane on this cosmocc (default $OPENCOTI_REAL_COSMOCC)")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite benchmarks.md from the benchmarks.json already in --docs; measure nothing")
     args = parser.parse_args(argv)
@@ -163,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         results["realtree"] = _keep_rows(args.docs / "benchmarks.json", real, rows, results["commits"]["realtree"])
     if "realfat" in parts:
         source = sdist_llamacpp(download=True)
-        results["realfat"] = realfatbench.measure(source, project, args.work / "realfat", args.jobs, runs, heavy_runs, _log)
+        results["realfat"] = realfatbench.measure(source, project, args.work / "realfat", args.jobs, runs, heavy_runs, _log,
+                                                  real_cosmocc=args.real_cosmocc)
     if "package" in parts:
         results["packaging"] = []
         for gib in models:
