@@ -12,7 +12,6 @@ shows it with every password taken out (:func:`shown`).
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 from collections.abc import Iterable
@@ -89,7 +88,7 @@ def read_key(path: str | os.PathLike[str]) -> bytes | None:
 
 def digest(secret: bytes, value: str) -> str:
     """``value``'s keyed digest under ``secret`` (the same value, the same digest; nothing of the value in it)."""
-    return _DIGEST + hmac.new(secret, value.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
+    return _DIGEST + hmac.digest(secret, value.encode("utf-8", "surrogateescape"), "sha256").hex()
 
 
 def digested_environment(secret: bytes, environ: dict[str, str]) -> dict[str, str]:
