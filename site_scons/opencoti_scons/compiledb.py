@@ -26,7 +26,7 @@ from typing import Any
 import SCons.Action
 import SCons.Builder
 import SCons.Subst
-from SCons.Script import BUILD_TARGETS, Default
+from SCons.Script import BUILD_TARGETS, Default, GetOption
 
 from opencoti_build import errors
 from opencoti_build.cache import launchers
@@ -157,5 +157,5 @@ class CompileDb:
             return
         if plan.default:
             Default(db)
-        else:
+        elif not GetOption("clean"):  # `scons -c install` removes what it names, not the IDE's database
             BUILD_TARGETS.append(db[0])

@@ -3,6 +3,7 @@ opencoti_build.artifacts.packaging)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -138,17 +139,27 @@ def _write_provenance(target, source, env):
     return 0
 
 
-def _verify_manifests(manifest_paths: list[str]):
+def _verify_all(artifacts, pubkey: tuple[str, str]):
+    """The verify step's action: check each of ``artifacts()`` (a list of paths, taken when the step runs), the
+    provenance signature with ``pubkey`` ((PUBKEY as given, its absolute path); empty: not checked, and said so)."""
     def verify_all(target, source, env):
+        found = artifacts()
+        if not found:
+            raise SCons.Errors.BuildError(errstr=f"verify: no artifact in {os.path.join(env['DIST_DIR'], 'llamafile')}; "
+                                                 "run `scons package` first")
+        given, path = pubkey
+        try:  # checked before anything was read (buildvars.validate): this fails only if it changed since
+            key = provenance.load_public_key(Path(path), "PUBKEY=") if path else None
+        except provenance.ProvenanceError as exc:
+            raise SCons.Errors.BuildError(errstr=str(exc)) from None
         failed = []
-        for path in manifest_paths:
-            artifact = Path(path[: -len(manifests.MANIFEST_SUFFIX)])
-            report = verify.verify(artifact, Path(env["BACKEND_DIST_DIR"]), Path(env["ENV"]["HOME"]))
-            if verify.print_report(artifact, report):
+        for artifact in found:
+            report = verify.verify(artifact, Path(env["BACKEND_DIST_DIR"]), Path(env["ENV"]["HOME"]), key,
+                                   key_option="PUBKEY=PEM")
+            if verify.print_report(artifact, report, key=f"PUBKEY={given}"):
                 failed.append(artifact.name)
         if failed:
-            raise SCons.Errors.BuildError(
-                errstr=f"verify: {', '.join(failed)} do(es) not match the manifest (FAIL lines above)")
+            raise SCons.Errors.BuildError(errstr=f"verify: {', '.join(failed)} failed (the FAILED lines above say how)")
         return 0
     return verify_all
 
@@ -190,15 +201,21 @@ def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta
     return [built[0], written[0], *attested]
 
 
-def LlamafileVerify(env, name, manifest_nodes, build_first: bool, attested=()):
-    """Alias ``name``: check each manifest's artifact (and its SBOM and Statement, ``attested``) as it lies in the
-    dist dir; always runs.
+def LlamafileVerify(env, name, manifest_nodes, pubkey: tuple[str, str], attested=()):
+    """Alias ``name``: package, then check each manifest's artifact (and its SBOM and Statement, ``attested``) as it
+    lies in the dist dir (``package verify``); always runs. ``pubkey``: see :func:`_verify_all`."""
+    paths = [Path(node.abspath[: -len(manifests.MANIFEST_SUFFIX)]) for node in manifest_nodes]
+    alias = env.Alias(name, [*manifest_nodes, *attested],
+                      Action(_verify_all(lambda: paths, pubkey), "VERIFY " + " ".join(map(str, paths))))
+    env.AlwaysBuild(alias)
+    return alias
 
-    It reads and never writes: unless ``build_first`` (``package`` asked for on the same command
-    line), nothing is packaged first, so an artifact changed by hand is reported, not silently redone.
-    """
-    paths = [node.abspath for node in manifest_nodes]
-    alias = env.Alias(name, [*manifest_nodes, *attested] if build_first else [],
-                      Action(_verify_manifests(paths), "VERIFY " + " ".join(paths)))
+
+def DistVerify(env, name, dist_dir: str, pubkey: tuple[str, str]):
+    """Alias ``name`` (`scons verify` without `package`): check every artifact in ``dist_dir`` as it lies there
+    (verify.artifacts_in, listed when the step runs); always runs, reads and never writes: an artifact changed by
+    hand is reported, not silently redone. It needs no source tree and probes no toolchain."""
+    alias = env.Alias(name, [], Action(_verify_all(lambda: verify.artifacts_in(Path(dist_dir)), pubkey),
+                                       f"VERIFY {dist_dir}"))
     env.AlwaysBuild(alias)
     return alias

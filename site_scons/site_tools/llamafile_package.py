@@ -1,4 +1,5 @@
-"""SCons glue over opencoti_build.artifacts.packaging: env.LlamafileArtifact(...) and env.LlamafileVerify(...).
+"""SCons glue over opencoti_build.artifacts.packaging: env.LlamafileArtifact(...) and env.LlamafileVerify(...)
+(``package verify``; `scons verify` alone is opencoti_scons.package_builders.DistVerify, read with no tree).
 
 Every input is either a file node (content-tracked) or part of a Value node, so an artifact is
 rewritten only when something it is made of changes; the manifest has its own Value (git commit,
@@ -11,7 +12,7 @@ hashing it, and the signatures SCons records for the model and the artifact are 
 packager computed (opencoti_build.cache.file_digests), so SCons reads neither file.
 
 Load it with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``: the packager's digests go into its
-``digests``). Construction variables read: ``BACKEND_DIST_DIR`` and ``ENV`` (``HOME``) by ``verify``. Sets the
+``digests``). Construction variables read: ``BACKEND_DIST_DIR``, ``DIST_DIR`` and ``ENV`` (``HOME``) by ``verify``. Sets the
 package environment's decider and FILE_DIGESTS.
 """
 from __future__ import annotations

@@ -74,11 +74,16 @@ def test_package_writes_both_artifacts_that_run_and_verify(tmp_path: Path, input
     assert [e["name"] for e in embedder["entries"] if e["appended"]] == ["tiny.gguf", ".args"]
     assert all(e["offset"] % 65536 == 0 for e in embedder["entries"] if e["appended"])
 
-    verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
-                     f"MODEL={inputs['model']}", f"ARGS={inputs['args']}", build=tmp_path / "b", home=tmp_path / "home")
-    assert f"OK: {out / BARE} matches {BARE}.MANIFEST.json" in verified.stdout
-    assert f"OK: {out / EMBEDDER} matches {EMBEDDER}.MANIFEST.json" in verified.stdout
-    assert "PACKAGE" not in verified.stdout  # verify found everything up to date
+    # `scons verify` checks every artifact in DIST_DIR as it lies: no source tree (a fresh machine, a CI job that only
+    # downloaded dist/), no toolchain probed, nothing packaged
+    verified = scons("verify", f"SRC={tmp_path / 'no-tree-here'}", build=tmp_path / "b", home=tmp_path / "home")
+    assert [line for line in verified.stdout.splitlines() if line.startswith(("OK: ", "FAIL", "provenance: "))] == [
+        f"provenance: {name}.cdx.json and {name}.intoto.jsonl match the artifact; the Statement is not signed (no "
+        f"signature to check)" if i == 0 else f"OK: {out / name} matches {name}.MANIFEST.json"
+        for name in sorted((BARE, EMBEDDER)) for i in (0, 1)]
+    assert "PACKAGE" not in verified.stdout and "no llamafile source tree" not in verified.stderr
+    assert not [line for line in verified.stderr.splitlines() if line.startswith("WARN")], verified.stderr
+    assert not (tmp_path / "no-tree-here").exists()
 
 
 GPU_TOOLCHAINS = [shutil.which("glslc"), shutil.which("hipcc") or glob.glob("/opt/rocm/bin/hipcc"),
@@ -92,11 +97,11 @@ def test_a_stand_in_artifact_is_run_as_it_is_and_verify_says_what_it_checks(tmp_
     assert [line for line in packaged.stdout.splitlines() if line.startswith("run: ")] == [
         f"run: {artifact} --server -m MODEL.gguf"]
     assert subprocess.run([str(artifact), "--version"], capture_output=True).returncode == 0
-    verified = scons("verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", build=tmp_path / "b",
+    verified = scons("package", "verify", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", build=tmp_path / "b",
                      home=tmp_path / "home")
     assert ("NOTE: verify checks the bare artifact only (no MODEL=): the embedder is made and checked with "
             "MODEL=model.gguf") in verified.stdout
-    assert f"OK: {artifact} matches {BARE}.MANIFEST.json" in verified.stdout and "run: " not in verified.stdout
+    assert f"OK: {artifact} matches {BARE}.MANIFEST.json" in verified.stdout
 
 
 def test_each_embedded_dso_is_the_one_its_backend_built(tmp_path: Path, inputs: dict[str, Path]) -> None:
@@ -287,5 +292,12 @@ def test_install_copies_the_binaries_and_artifacts_under_destdir_and_prefix(tmp_
     assert refused.returncode == 2 and refused.stderr == (
         f"scons: error: PREFIX=relative/prefix is relative, but DESTDIR={stage} stages an installation of an absolute "
         "PREFIX; give PREFIX as an absolute path (e.g. /usr/local)\n")
-    scons("-c", *args, build=tmp_path / "b", home=tmp_path / "home")
-    assert list(bindir.iterdir()) == []  # `scons -c install` removes what install wrote
+    built = {p: p.read_bytes() for top in ("dist", "out/o") for p in (tmp_path / "b" / top).rglob("*") if p.is_file()}
+    assert dist(tmp_path) / f"{BARE}.MANIFEST.json" in built and tmp_path / "b" / "out/o/llamafile/llamafile" in built
+    cleaned = scons("-c", *args, build=tmp_path / "b", home=tmp_path / "home")
+    assert list(bindir.iterdir()) == []  # `scons -c install` removes what install wrote...
+    assert sorted(line.rsplit("/", 1)[-1] for line in cleaned.stdout.splitlines() if line.startswith("Removed ")) == \
+        sorted(["llamafile", BARE])
+    # ...and nothing else: the objects, the thin binary, the artifacts and their manifests, SBOMs and Statements stay
+    assert {p: p.read_bytes() for top in ("dist", "out/o") for p in (tmp_path / "b" / top).rglob("*")
+            if p.is_file()} == built

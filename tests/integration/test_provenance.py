@@ -81,6 +81,32 @@ def test_every_artifact_gets_a_valid_sbom_and_a_signed_statement_that_verify_che
     assert refused.returncode == 1 and fails == [
         f"FAIL: {dist / EMBEDDER}.intoto.jsonl: its signature does not verify with the public key given"]
 
+    # `scons verify` the same, with PUBKEY=; no source tree needed, and a line says when no signature was checked
+    def scons_verify(*extra: str) -> subprocess.CompletedProcess[str]:
+        return scons("verify", f"SRC={inputs['root'] / 'no-tree'}", *extra, build=inputs["root"] / "a", check=False)
+
+    def said(proc: subprocess.CompletedProcess[str]) -> list[str]:
+        return [line for line in proc.stdout.splitlines() if line.startswith(("provenance: ", "FAIL", "OK: "))]
+
+    matched = [f"provenance: {a.name}.cdx.json and {a.name}.intoto.jsonl match the artifact" for a in artifacts]
+    unchecked = scons_verify()
+    assert unchecked.returncode == 0 and said(unchecked) == [
+        line for m, a in zip(matched, artifacts) for line in (
+            f"{m}; its signature was NOT checked (no public key: PUBKEY=PEM)", f"OK: {a} matches {a.name}.MANIFEST.json")]
+    checked = scons_verify(f"PUBKEY={inputs['pub']}")
+    assert checked.returncode == 0 and [line for line in said(checked) if line.startswith("provenance: ")] == [
+        f"{m} (signature verified)" for m in matched]
+    wrong = scons_verify(f"PUBKEY={inputs['stranger']}")
+    assert wrong.returncode == 2 and said(wrong) == [line for a in artifacts for line in (
+        f"FAIL: {a}.intoto.jsonl: its signature does not verify with the public key given",
+        f"FAILED: {a} matches {a.name}.MANIFEST.json, but its provenance signature does not verify with "
+        f"PUBKEY={inputs['stranger']}: a signature failure, not a changed artifact; give the public half of the "
+        "SIGNING_KEY it was packaged with (repackaging with another key signs it anew)")]
+    assert "run `scons package`" not in wrong.stdout + wrong.stderr
+    not_a_key = scons_verify(f"PUBKEY={inputs['key']}")  # the private half: refused in one line, before anything
+    assert not_a_key.returncode == 2 and not_a_key.stderr.startswith(
+        f"scons: error: PUBKEY={inputs['key']} is not a PEM public key (") and "VERIFY" not in not_a_key.stdout
+
 
 def test_two_builds_of_the_same_inputs_attest_byte_identically(inputs) -> None:
     package(inputs, "b")

@@ -23,7 +23,7 @@ IDENTITY = Identity(MINI_VERSION, "c2", "x86_64", "0" * 40)
 
 
 def _package(tmp_path: Path, dsos: dict[str, bytes] | None = None, *, align: int = 4096,
-             host: Path | None = None, model: Path | None = None) -> tuple[Path, dict]:
+             host: Path | None = None, model: Path | None = None, signer=None) -> tuple[Path, dict]:
     """A packaged embedder with ``dsos`` (backend -> bytes; one CUDA DSO unless told), its manifest beside it,
     as `scons package` writes them."""
     dsos = {"cuda": b"\x7fELF cuda dso"} if dsos is None else dsos
@@ -46,7 +46,7 @@ def _package(tmp_path: Path, dsos: dict[str, bytes] | None = None, *, align: int
     sources = [provenance.Source("llamafile", MINI_VERSION, None, "Apache-2.0", "5e" * 32)]
     statement = provenance.statement(data, sources, {"targets": ["package"], "variables": {}},
                                      {"nvcc": {"digest": {"sha256": "7c" * 32}}})
-    provenance.write(out, provenance.sbom(data, sources), provenance.statement_line(statement))
+    provenance.write(out, provenance.sbom(data, sources), provenance.statement_line(statement, signer))
     return out, data
 
 
@@ -191,6 +191,77 @@ def test_verify_reports_each_mismatch_on_one_line(tmp_path: Path, capsys) -> Non
     assert any(line.startswith("FAIL: model.gguf: sha256 ") for line in fails)
     assert any(f"{out}: sha256 " in line for line in fails)
     assert any("~/.llamafile mirror copy" in line and str(mirror) in line for line in fails)
+
+
+def _verdict(out: Path, tmp_path: Path, capsys, *extra: str) -> tuple[int, list[str]]:
+    """verify's exit status and every line it printed from the FAIL lines on (the failures, then the verdicts)."""
+    status = verify.main([str(out), "--vendor-dist", str(tmp_path / "vendors-dist"), "--home", str(tmp_path / "home"),
+                          *extra])
+    printed = capsys.readouterr().out.splitlines()
+    return status, [line for line in printed if line.startswith(("FAIL", "OK: ", "provenance: "))]
+
+
+def test_an_intact_artifact_beside_a_rebuilt_dso_is_told_apart_from_a_changed_artifact(tmp_path: Path, capsys) -> None:
+    """The same toolkit under another CUDA_PATH (before toolkits were compared as real paths) rebuilt vendors/dist's
+    DSO: the artifact still matches its manifest, and verify says which file is not which, and what fits."""
+    out, data = _package(tmp_path)
+    rebuilt, mirror = dso_paths("cuda", tmp_path)
+    rebuilt.write_bytes(b"\x7fELF cuda dso, rebuilt")
+    digest = hashlib.sha256(rebuilt.read_bytes()).hexdigest()
+    manifest_name = f"{out.name}.MANIFEST.json"
+    status, said = _verdict(out, tmp_path, capsys)
+    assert status == 1 and said == [
+        f"provenance: {out.name}.cdx.json and {out.name}.intoto.jsonl match the artifact; the Statement is not "
+        "signed (no signature to check)",
+        f"FAIL: ggml-cuda.so: vendors/dist copy {rebuilt} has sha256 {digest}, the artifact {data['dsos'][0]['sha256']}",
+        f"FAILED: {out} matches {manifest_name}, but {rebuilt} is not the ggml-cuda.so inside it: that DSO was "
+        "rebuilt after packaging (another CUDA_PATH, ROCM_PATH, VULKAN_SDK, *_ARCHS or source); `scons package` with "
+        "the variables of that build packages the new one, or rebuild the DSO with the variables this artifact was "
+        "packaged with"]
+    assert not any("does not match" in line for line in said)
+    rebuilt.write_bytes(b"\x7fELF cuda dso")  # as packaged again; the ~/.llamafile copy llamafile loads first is stale
+    mirror.parent.mkdir(parents=True)
+    mirror.write_bytes(b"an older mirror")
+    status, said = _verdict(out, tmp_path, capsys)
+    assert status == 1 and said[-1] == (
+        f"FAILED: {out} matches {manifest_name}, but {mirror} is not the ggml-cuda.so inside it, and llamafile loads "
+        "that copy first: delete it, or build with MIRROR=1 to put the DSO just built there")
+
+
+def test_a_signature_is_verified_said_unchecked_or_failed_as_a_signature(tmp_path: Path, capsys) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key, stranger = ed25519.Ed25519PrivateKey.generate(), ed25519.Ed25519PrivateKey.generate()
+    (tmp_path / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                         serialization.NoEncryption()))
+    for name, k in (("key.pub", key), ("stranger.pub", stranger)):
+        (tmp_path / name).write_bytes(k.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                  serialization.PublicFormat.SubjectPublicKeyInfo))
+    out, _ = _package(tmp_path, signer=provenance.load_private_key(tmp_path / "key.pem"))
+    matched = f"provenance: {out.name}.cdx.json and {out.name}.intoto.jsonl match the artifact"
+    assert _verdict(out, tmp_path, capsys) == (0, [
+        f"{matched}; its signature was NOT checked (no public key: --pubkey PEM)", f"OK: {out} matches {out.name}"
+        ".MANIFEST.json"])
+    assert _verdict(out, tmp_path, capsys, "--pubkey", str(tmp_path / "key.pub"))[1][0] == (
+        f"{matched} (signature verified)")
+    wrong = tmp_path / "stranger.pub"
+    assert _verdict(out, tmp_path, capsys, "--pubkey", str(wrong)) == (1, [
+        f"FAIL: {out}.intoto.jsonl: its signature does not verify with the public key given",
+        f"FAILED: {out} matches {out.name}.MANIFEST.json, but its provenance signature does not verify with --pubkey "
+        f"{wrong}: a signature failure, not a changed artifact; give the public half of the SIGNING_KEY it was "
+        "packaged with (repackaging with another key signs it anew)"])
+
+
+def test_what_scons_verify_checks_is_every_artifact_in_the_dist_dir(tmp_path: Path) -> None:
+    dist = tmp_path / "dist" / "llamafile"
+    assert verify.artifacts_in(dist) == []
+    dist.mkdir(parents=True)
+    for name in ("a.llamafile", "a.llamafile.MANIFEST.json", "a.llamafile.cdx.json", "b.llamafile",
+                 "c.llamafile.MANIFEST.json", ".a.llamafile.x1.tmp", "notes.txt"):
+        (dist / name).write_text("")
+    # b has no manifest, c's artifact is gone: both are checked, and verify names what is missing
+    assert verify.artifacts_in(dist) == [dist / "a.llamafile", dist / "b.llamafile", dist / "c.llamafile"]
 
 
 def test_verify_catches_a_manifest_that_lies_about_offsets(tmp_path: Path, capsys) -> None:

@@ -146,9 +146,13 @@ def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifi
         from cryptography.hazmat.primitives import hashes
         key.public_key().verify(signature, pae, ec.ECDSA(hashes.SHA256()))
     right, wrong = (provenance.load_public_key(tmp_path / f"{n}.pub") for n in ("key", "stranger"))
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES, right) is None
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES, wrong) == (
-        f"{provenance.statement_path(artifact)}: its signature does not verify with the public key given")
+    statement = provenance.statement_path(artifact)
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) is None and provenance.is_signed(statement)
+    assert provenance.signature_problem(statement, right) is None
+    assert provenance.signature_problem(statement, wrong) == (
+        f"{statement}: its signature does not verify with the public key given")
+    with pytest.raises(provenance.SignatureError):  # a signature failure, told apart from a changed Statement
+        provenance.read_statement(statement, wrong)
 
 
 def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_in_one_line(tmp_path: Path) -> None:
@@ -162,8 +166,14 @@ def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_
     key = ed25519.Ed25519PrivateKey.generate()
     (tmp_path / "k.pub").write_bytes(public_pem(key))
     artifact = written(tmp_path)
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES, provenance.load_public_key(tmp_path / "k.pub")) == (
+    assert not provenance.is_signed(provenance.statement_path(artifact))
+    assert provenance.signature_problem(provenance.statement_path(artifact),
+                                        provenance.load_public_key(tmp_path / "k.pub")) == (
         f"{provenance.statement_path(artifact)} is not signed, but a public key was given; package with SIGNING_KEY=")
+    (tmp_path / "junk.pub").write_text("not a key\n")
+    with pytest.raises(provenance.ProvenanceError, match=r"^PUBKEY=.*junk.pub is not a PEM public key \(.*\); give "
+                                                         r"the public half of the SIGNING_KEY, e\.g\. `openssl pkey "):
+        provenance.load_public_key(tmp_path / "junk.pub", "PUBKEY=")
 
 
 def test_the_statement_records_the_variables_that_shape_the_artifact_and_no_path(tmp_path: Path) -> None:

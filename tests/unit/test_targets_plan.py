@@ -26,7 +26,7 @@ def test_a_backend_alone_reads_no_host_and_only_that_backend() -> None:
     assert (cuda.host, cuda.backends, cuda.package, cuda.default) == (False, ("cuda",), False, False)
 
 
-@pytest.mark.parametrize("given", [("backends",), ("compiledb",), ("compile",), ("package",), ("verify",),
+@pytest.mark.parametrize("given", [("backends",), ("compiledb",), ("compile",), ("package",), ("install",),
                                    ("vendors/dist",), ("build/backends/cuda.shadow-check",)])
 def test_what_embeds_indexes_or_lies_around_the_dsos_reads_every_backend(given: tuple[str, ...]) -> None:
     assert plan(*given).backends == backends.NAMES
@@ -62,10 +62,19 @@ def test_a_backend_asked_for_beside_a_checkouts_server_is_refused(asked: str) ->
         f"build {asked} in a run of its own (from SRC's llamafile tree)")
 
 
-def test_package_and_verify_are_asked_by_name_or_by_a_path_around_the_artifacts() -> None:
-    assert plan("package").package and plan("verify").package and plan("dist/llamafile/x.llamafile").package
-    assert plan("package", "verify").verify_builds_first and not plan("verify").verify_builds_first
+def test_package_is_asked_by_name_or_by_a_path_around_the_artifacts() -> None:
+    assert plan("package").package and plan("install").package and plan("dist/llamafile/x.llamafile").package
     assert not plan("host").package
+
+
+def test_verify_alone_checks_the_dist_dir_as_it_lies_with_no_tree_host_or_backend() -> None:
+    alone = plan("verify")
+    assert alone.verify and alone.verify_alone and not alone.verify_builds_first
+    assert (alone.package, alone.host, alone.backends, alone.compiles) == (False, False, (), False)
+    for packaging in (("package", "verify"), ("install", "verify")):  # package, then check what it made
+        assert plan(*packaging).verify_builds_first and not plan(*packaging).verify_alone
+    beside = plan("verify", "host")  # the host is built; verify checks the dist dir as it lies
+    assert beside.verify and beside.host and not beside.verify_builds_first and not beside.verify_alone
 
 
 def test_the_native_lane_alone_needs_no_llamafile_tree() -> None:

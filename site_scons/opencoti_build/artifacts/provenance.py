@@ -65,6 +65,10 @@ class ProvenanceError(UserError):
     """A signing key or a provenance file that cannot be used: one line naming it."""
 
 
+class SignatureError(ProvenanceError):
+    """A Statement's DSSE signature does not verify with the public key given (or there is none to verify)."""
+
+
 @dataclass(frozen=True)
 class Source:
     """A source tree an artifact was built from."""
@@ -429,17 +433,19 @@ def load_private_key(path: Path) -> Any:
     return CryptoSigner(key)
 
 
-def load_public_key(path: Path) -> Any:
-    """The public key in the PEM file ``path`` as a securesystemslib key."""
+def load_public_key(path: Path, given_as: str = "--pubkey ") -> Any:
+    """The public key in the PEM file ``path`` as a securesystemslib key (``given_as``: how the messages name it,
+    ``--pubkey `` or ``PUBKEY=``)."""
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
     from securesystemslib.signer import SSlibKey
 
     try:
         return SSlibKey.from_crypto(load_pem_public_key(path.read_bytes()))
     except OSError as exc:
-        raise ProvenanceError(f"--pubkey {path}: cannot read it: {exc.strerror}") from None
+        raise ProvenanceError(f"{given_as}{path}: cannot read it: {exc.strerror}") from None
     except (ValueError, TypeError) as exc:
-        raise ProvenanceError(f"--pubkey {path} is not a PEM public key ({exc})") from None
+        raise ProvenanceError(f"{given_as}{path} is not a PEM public key ({exc}); give the public half of the "
+                              "SIGNING_KEY, e.g. `openssl pkey -in key.pem -pubout -out key.pub`") from None
 
 
 def statement_line(document: Mapping[str, Any], signer: Any = None) -> str:
@@ -467,7 +473,7 @@ def read_statement(path: Path, public_key: Any = None) -> tuple[dict[str, Any], 
         raise ProvenanceError(f"{path}: not a Statement or a DSSE envelope")
     if "payloadType" not in data:
         if public_key is not None:
-            raise ProvenanceError(f"{path} is not signed, but a public key was given; package with SIGNING_KEY=")
+            raise SignatureError(f"{path} is not signed, but a public key was given; package with SIGNING_KEY=")
         return data, False
     from securesystemslib.dsse import Envelope
     from securesystemslib.exceptions import VerificationError
@@ -480,7 +486,7 @@ def read_statement(path: Path, public_key: Any = None) -> tuple[dict[str, Any], 
         try:
             envelope.verify([public_key], 1)
         except VerificationError:
-            raise ProvenanceError(f"{path}: its signature does not verify with the public key given") from None
+            raise SignatureError(f"{path}: its signature does not verify with the public key given") from None
     try:
         document = json.loads(envelope.payload)
     except ValueError as exc:
@@ -506,9 +512,31 @@ def write(artifact: Path, sbom_text: str, statement_text: str) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def first_mismatch(artifact: Path, sha256: str, entries: Mapping[str, str], public_key: Any = None) -> str | None:
+def is_signed(path: Path) -> bool:
+    """Whether the ``.intoto.jsonl`` at ``path`` is a DSSE envelope (a signed Statement); False when unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "payloadType" in data
+
+
+def signature_problem(path: Path, public_key: Any) -> str | None:
+    """Why the Statement at ``path`` does not verify with ``public_key`` (signed by another key, altered after
+    signing, or not signed at all), or None when it does; what :func:`first_mismatch` checks is not looked at."""
+    try:
+        read_statement(path, public_key)
+    except SignatureError as exc:
+        return str(exc)
+    except ProvenanceError:
+        return None  # not readable as a Statement: first_mismatch says so
+    return None
+
+
+def first_mismatch(artifact: Path, sha256: str, entries: Mapping[str, str]) -> str | None:
     """The first way the SBOM and the Statement beside ``artifact`` disagree with its bytes (``sha256``: the
-    whole file's, ``entries``: each zip entry's SHA-256, as verify read them), or None."""
+    whole file's, ``entries``: each zip entry's SHA-256, as verify read them), or None. The Statement's signature is
+    :func:`signature_problem`'s."""
     sbom_file, statement_file = sbom_path(artifact), statement_path(artifact)
     for path in (sbom_file, statement_file):
         if not path.is_file():
@@ -532,7 +560,7 @@ def first_mismatch(artifact: Path, sha256: str, entries: Mapping[str, str], publ
     if described != sha256:
         return f"{sbom_file}: describes an artifact of sha256 {described}, this one's is {sha256}"
     try:
-        document, _ = read_statement(statement_file, public_key)
+        document, _ = read_statement(statement_file)
     except ProvenanceError as exc:
         return str(exc)
     if document.get("_type") != STATEMENT_TYPE or document.get("predicateType") != SLSA_PROVENANCE:

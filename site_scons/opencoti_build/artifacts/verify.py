@@ -2,8 +2,12 @@
 
 verify re-reads a packaged artifact and holds it against its MANIFEST.json: the whole file's
 sha256, then every zip entry (digest, data offset, alignment, stored), then each embedded DSO
-against the copies in vendors/dist and the runtime's ~/.llamafile cache. It prints what the
-seed's manual checklist printed (`unzip -l | grep ggml-`, `sha256sum`, `jq -r .sha256`).
+against the copies in vendors/dist and the runtime's ~/.llamafile cache, then its SBOM and provenance
+Statement (the Statement's signature with a public key). It prints what the seed's manual checklist printed
+(`unzip -l | grep ggml-`, `sha256sum`, `jq -r .sha256`), one FAIL line per problem, and one FAILED line per kind
+of problem with what fits it: an artifact that does not match its manifest is repackaged; a DSO in vendors/dist
+that is not the one inside an intact artifact was rebuilt since (package again to embed it); a stale
+~/.llamafile copy is deleted or replaced with MIRROR=1; a signature that does not verify is a key question.
 """
 from __future__ import annotations
 
@@ -29,15 +33,47 @@ PROJECT = project.ROOT
 PIN_ASSET = "opencoti-embedder.llamafile"
 
 
+@dataclass(frozen=True)
+class StaleCopy:
+    """A copy of an embedded DSO outside the artifact that is not the one inside it."""
+
+    name: str  # ggml-<backend>.so
+    path: Path
+    problem: str  # its FAIL line
+
+
 @dataclass
 class Report:
-    """Problems make verify fail (one line each); notes are printed but do not. ``refused``: why the file could
-    not be checked at all (not an artifact, no manifest): the one line verify prints then."""
+    """Problems make verify fail (one line each), by kind: ``problems`` the artifact against its manifest, SBOM and
+    Statement; ``signature`` the Statement's signature against the public key given; ``copies`` a DSO in vendors/dist
+    that is not the one inside the artifact; ``mirrors`` a ~/.llamafile copy that is not. Notes are printed but do
+    not fail. ``refused``: why the file could not be checked at all (not an artifact, no manifest): the one line
+    verify prints then."""
 
     problems: list[str] = field(default_factory=list)
+    signature: list[str] = field(default_factory=list)
+    copies: list[StaleCopy] = field(default_factory=list)  # in vendors/dist
+    mirrors: list[StaleCopy] = field(default_factory=list)  # in ~/.llamafile/v/<ver>/
     notes: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     refused: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.refused or self.problems or self.signature or self.copies or self.mirrors)
+
+
+def artifacts_in(directory: Path) -> list[Path]:
+    """What `scons verify` checks in ``$DIST_DIR/llamafile``: every ``*.llamafile`` there, and the artifact of every
+    manifest there whose artifact is gone (verify names what is missing); none when the directory is absent."""
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = {name for name in names if name.endswith(".llamafile")}
+    found |= {name[: -len(manifests.MANIFEST_SUFFIX)] for name in names
+              if name.endswith(".llamafile" + manifests.MANIFEST_SUFFIX)}
+    return [directory / name for name in sorted(found) if not name.startswith(".")]  # not a writer's temporary
 
 
 def not_an_artifact(path: Path) -> str | None:
@@ -156,12 +192,16 @@ def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Rep
                 if label == "vendors/dist":  # the mirror is made with MIRROR=1 only
                     report.notes.append(f"note: no {label} copy of {dso['name']} at {path}")
             elif (digest := files.sha256(path)) != dso["sha256"]:
-                report.problems.append(f"{dso['name']}: {label} copy {path} has sha256 {digest}, the artifact {dso['sha256']}")
+                (report.copies if label == "vendors/dist" else report.mirrors).append(StaleCopy(
+                    dso["name"], path, f"{dso['name']}: {label} copy {path} has sha256 {digest}, the artifact "
+                                       f"{dso['sha256']}"))
 
 
-def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None) -> Report:
+def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None,
+           key_option: str = "--pubkey PEM") -> Report:
     """Check ``artifact`` against its MANIFEST.json, then its SBOM and provenance Statement (their signature with
-    ``public_key``: provenance.load_public_key); the report says what was found."""
+    ``public_key``: provenance.load_public_key; ``key_option``: how the user gives one, for the line that says a
+    signature went unchecked); the report says what was found."""
     report = Report()
     manifest_file = manifests.manifest_path(artifact)
     if not artifact.is_file():
@@ -182,32 +222,58 @@ def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None
     if size != manifest.get("size"):
         report.problems.append(f"{artifact}: size {size}, manifest says {manifest.get('size')}")
     _check_dso_copies(manifest, vendor_dist, home, report)
-    mismatch = provenance.first_mismatch(artifact, sha, entries, public_key)
+    mismatch = provenance.first_mismatch(artifact, sha, entries)
+    statement = provenance.statement_path(artifact)
     if mismatch:
         report.problems.append(mismatch)  # the first one: the rest follow from it or from the problems above
-    elif provenance.statement_path(artifact).is_file():
-        report.lines.append(f"provenance: {provenance.sbom_path(artifact).name} and "
-                            f"{provenance.statement_path(artifact).name} match the artifact"
-                            + (" (signature verified)" if public_key is not None else ""))
+    elif statement.is_file():
+        matched = f"provenance: {provenance.sbom_path(artifact).name} and {statement.name} match the artifact"
+        if public_key is not None:
+            bad = provenance.signature_problem(statement, public_key)
+            if bad:
+                report.signature.append(bad)
+            else:
+                report.lines.append(f"{matched} (signature verified)")
+        elif provenance.is_signed(statement):
+            report.lines.append(f"{matched}; its signature was NOT checked (no public key: {key_option})")
+        else:
+            report.lines.append(f"{matched}; the Statement is not signed (no signature to check)")
     return report
 
 
-def print_report(artifact: Path, report: Report, out: Callable[[str], None] = print) -> int:
+def print_report(artifact: Path, report: Report, out: Callable[[str], None] = print,
+                 key: str = "the public key given") -> int:
+    """Print ``report``: its lines and notes, a FAIL line per problem, then the verdict: OK, or a FAILED line for each
+    kind of problem with the fix that fits it (``key``: the public key as the user gave it)."""
     if report.refused:
         out(f"FAILED: {report.refused}")
         return 1
     for line in report.lines + report.notes:
         out(line)
-    for problem in report.problems:
+    for problem in report.problems + report.signature + [c.problem for c in report.copies + report.mirrors]:
         out(f"FAIL: {problem}")
     manifest_name = manifests.manifest_path(artifact).name
     if report.problems:
         # `scons package` rewrites whatever no longer is the file its last run recorded (site_tools/exact_outputs)
         out(f"FAILED: {artifact} does not match {manifest_name}; run `scons package` with the same variables "
             "to rewrite it and its manifest")
-    else:
+    intact = f"{artifact} matches {manifest_name}" if not report.problems else f"{artifact}:"
+    if report.signature:
+        out(f"FAILED: {intact}, but its provenance signature does not verify with {key}: a signature failure, not "
+            "a changed artifact; give the public half of the SIGNING_KEY it was packaged with (repackaging with "
+            "another key signs it anew)")
+    if report.copies:
+        names = ", ".join(f"{c.path} is not the {c.name} inside it" for c in report.copies)
+        out(f"FAILED: {intact}, but {names}: that DSO was rebuilt after packaging (another CUDA_PATH, ROCM_PATH, "
+            "VULKAN_SDK, *_ARCHS or source); `scons package` with the variables of that build packages the new "
+            "one, or rebuild the DSO with the variables this artifact was packaged with")
+    if report.mirrors:
+        names = ", ".join(f"{c.path} is not the {c.name} inside it" for c in report.mirrors)
+        out(f"FAILED: {intact}, but {names}, and llamafile loads that copy first: delete it, or build with "
+            "MIRROR=1 to put the DSO just built there")
+    if not report.failed:
         out(f"OK: {artifact} matches {manifest_name}")
-    return 1 if report.problems else 0
+    return 1 if report.failed else 0
 
 
 def main(argv: list[str]) -> int:
@@ -227,7 +293,8 @@ def main(argv: list[str]) -> int:
         return 1
     status = 0
     for artifact in ns.artifacts:
-        status |= print_report(artifact, verify(artifact, ns.vendor_dist, ns.home, public_key))
+        status |= print_report(artifact, verify(artifact, ns.vendor_dist, ns.home, public_key),
+                               key=f"--pubkey {ns.pubkey}")
     return status
 
 

@@ -46,8 +46,10 @@ Targets:
   backends      every backend whose toolchain is present (fails if none built, unless CPU_ONLY=1)
   package       dist/llamafile/opencoti-llamafile-<ver>-<tag>-<arch>.llamafile (+ embedder with MODEL=), each with
                 its MANIFEST.json, CycloneDX SBOM (.cdx.json) and SLSA provenance (.intoto.jsonl; SIGNING_KEY signs)
-  verify        check the packaged artifacts against their manifests
+  verify        check every artifact in $DIST_DIR/llamafile against its manifest, SBOM and Statement (PUBKEY: its
+                signature; no source tree needed); with package or install: package first, check what was made
   install       what `package` makes, the thin binary and the embedded DSOs, copied to $DESTDIR$PREFIX/bin
+                (`scons -c install`: removes those copies only)
   native        the native-ELF lane: $BUILD_DIR/native/bin/llama-server + lib/ (host gcc; LLAMACPP)
   native-cuda   the native lane's libraries only (libggml-base.so, libggml-cuda.so)
 
@@ -128,6 +130,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("MODEL", "GGUF to embed in the embedder artifact", ""),
     Variable("SIGNING_KEY", "PEM private key (ed25519 or ECDSA P-256) signing each artifact's provenance Statement as "
              "a DSSE envelope (<artifact>.intoto.jsonl); empty: the Statement unsigned", ""),
+    Variable("PUBKEY", "PEM public key (SIGNING_KEY's public half) `scons verify` checks each provenance Statement's "
+             "signature with; empty: signatures are not checked (verify says so)", ""),
     Variable("PREFIX", "`scons install` copies the binaries, artifacts and DSOs to $PREFIX/bin", "/usr/local"),
     Variable("DESTDIR", "staging root put before PREFIX by `scons install` (packagers' DESTDIR)",
              _env_default("DESTDIR", "")),
@@ -228,7 +232,7 @@ OUTPUT_DIRS = (("BUILD_DIR", False), ("DIST_DIR", False), ("BACKEND_DIST_DIR", F
 # provenance Statement's external parameters, so that a build laid out elsewhere attests the same.
 NOT_SHAPING = frozenset(("BUILD_DIR", "DIST_DIR", "BACKEND_DIST_DIR", "CACHE_DIR", "CACHE_URL", "CACHE_SIGNING_KEY",
                          "CACHE_TRUSTED_KEYS", "COMPILEDB", "COMPILEDB_ARCH", "TRACE", "VERBOSE", "CCWRAPPER",
-                         "MIRROR", "PREFIX", "DESTDIR", "SIGNING_KEY", "APPLIED_SERIES", "FILE"))
+                         "MIRROR", "PREFIX", "DESTDIR", "SIGNING_KEY", "PUBKEY", "APPLIED_SERIES", "FILE"))
 # Variables naming a file or directory the build reads: where it lies is the layout's; what it holds is in the
 # provenance Statement's resolved dependencies (the source's commit, the host's, the model's and the DSOs' digests).
 INPUT_PATHS = frozenset(("SRC", "LLAMACPP", "HOST", "MODEL", "ARGS", "PATCH_SERIES", "COSMOCC", "CUDA_PATH",
@@ -342,7 +346,7 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     gcc's debug info would rename their files twice (prefix_maps.renamed_twice), LLAMACPP (a llama.cpp checkout of a known
     ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL), and for
     the ``install`` target PREFIX and DESTDIR (:func:`install_bin`); SIGNING_KEY and CACHE_SIGNING_KEY (a key that
-    signs), CACHE_TRUSTED_KEYS (public keys that verify).
+    signs), PUBKEY and CACHE_TRUSTED_KEYS (public keys that verify).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
     for name, may_be_empty in OUTPUT_DIRS:
@@ -404,6 +408,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
         install_bin(env, project)
     if env.get("SIGNING_KEY"):  # a key that cannot sign is refused before the artifacts are written
         provenance.load_private_key(_resolved(str(env["SIGNING_KEY"]), project))
+    if env.get("PUBKEY"):  # and one that cannot verify before anything is read
+        provenance.load_public_key(_resolved(str(env["PUBKEY"]), project), "PUBKEY=")
     launcher_argv(env, os.environ)
     if env["LLAMACPP"]:  # a checkout of a ggml the description does not know, refused before a byte is written
         upstream.checkout_dir(str(env["LLAMACPP"]), str(_resolved(src, project)), str(project))
@@ -420,6 +426,13 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     if env.get("CACHE_URL"):
         remote_cache.check_url(str(env["CACHE_URL"]))
     cache_keys(env, project)
+
+
+def public_key(env: Mapping[str, Any], project: Path | str = PROJECT) -> tuple[str, str]:
+    """PUBKEY as given and as an absolute path (relative to the project, like every path variable); ("", "") when
+    empty: verify then says that signatures were not checked."""
+    value = str(env.get("PUBKEY") or "").strip()
+    return (value, str(_resolved(value, project))) if value else ("", "")
 
 
 def cache_keys(env: Mapping[str, Any], project: Path | str = PROJECT, check: bool = True) -> tuple[str, str]:

@@ -47,14 +47,15 @@ def check_known(targets: Iterable[object], outputs: Iterable[str], project: str)
                         "or a path the build writes (`scons -h` says what each target builds)")
 
 
-# Targets that never need the thin binary: asking only for them must not download a toolchain.
-NO_HOST = frozenset({*backends.NAMES, "backends", "apply", "reset", "native", "native-cuda"})
+# Targets that never need the thin binary: asking only for them must not download a toolchain. (`verify` alone
+# checks the artifacts in DIST_DIR as they lie: no tree, no toolchain.)
+NO_HOST = frozenset({*backends.NAMES, "backends", "apply", "reset", "native", "native-cuda", "verify"})
 NATIVE = ("native", "native-cuda")
 # Targets that compile nothing: the compile database is left as it is (compile: that file's objects only).
 NOT_COMPILING = frozenset(("apply", "reset", "verify", "compile"))
 # Targets that want every backend (compile: FILE may be a DSO's source); the embedding ones none with CPU_ONLY=1.
-ALL_BACKENDS = frozenset(("backends", "package", "verify", "install", "compiledb", "compile"))
-EMBEDDING = frozenset(("package", "verify", "install"))  # install: what package makes, copied under PREFIX
+ALL_BACKENDS = frozenset(("backends", "package", "install", "compiledb", "compile"))
+EMBEDDING = frozenset(("package", "install"))  # install: what package makes, copied under PREFIX
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,11 @@ class Plan:
     host: bool  # the thin binary is read (not with HOST=, nor when only targets that need none are asked)
     checkout: bool  # the host lane builds llama.cpp's own server from LLAMACPP= (no llamafile tree is read)
     backends: tuple[str, ...]  # the backends to read, in build order
-    package: bool  # `package` or `verify`, or a path around the artifacts
-    verify_builds_first: bool  # `package` with `verify`: package, then check
+    package: bool  # `package` or `install`, or a path around the artifacts: package/SConscript is read
+    verify: bool  # `verify`: the artifacts checked against their manifests
+    verify_builds_first: bool  # `verify` with what packages (`package`, `install`): package, then check what it made;
+    #                            otherwise verify checks every artifact in DIST_DIR as it lies
+    verify_alone: bool  # `verify` and nothing else: no source tree is read, no toolchain probed
     native: bool  # the native lane, or a path around its outputs
     series: str | None  # "apply" or "reset"
     compile_file: bool  # `scons compile FILE=`
@@ -116,14 +120,17 @@ def plan(targets: Iterable[object], outputs: Outputs, project: str, *, host_preb
             raise UserError(f"LLAMACPP= makes the host lane build llama.cpp's own llama-server, which loads no "
                             f"llamafile GPU DSO; build {' '.join(asked)} in a run of its own (from SRC's llamafile tree)")
         wanted = []
+    package = asks_for(given, EMBEDDING, (outputs.package_dir,), project)
     return Plan(
         names=names,
         native_only=bool(names) and names <= set(NATIVE),
         host=host,
         checkout=checkout and host,
         backends=tuple(wanted),
-        package=asks_for(given, EMBEDDING, (outputs.package_dir,), project),
-        verify_builds_first="package" in names,
+        package=package,
+        verify="verify" in names,
+        verify_builds_first="verify" in names and package,
+        verify_alone=names == {"verify"},
         native=asks_for(given, NATIVE, (outputs.native_dir,), project),
         series=series[0] if series else None,
         compile_file="compile" in names,
