@@ -199,7 +199,7 @@ class Recorder:
             for path in sorted(self.reading):
                 if signature(path, path in self.listed, self.hidden) != self.first[path]:
                     return f"{path} changed"
-                if path in self.unsettled:
+                if path in self.unsettled and not under(path, self.outputs):  # a build's own: the lock's to guard
                     return f"{path} was stat'ed within its timestamp tick (it may have changed unseen)"
             for path in sorted(self.reading_found):
                 now, seen = signature(path, path in self.listed, self.hidden), self.first[path]
