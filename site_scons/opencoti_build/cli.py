@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(importlib.import_module(module_name), function)(argv[1:]) or 0)
     import argparse
 
-    parser = argparse.ArgumentParser(prog="opencoti-build", description=__doc__)
+    parser = argparse.ArgumentParser(prog="opencoti-build", description=__doc__.replace("`", ""))  # plain in --help
     parser.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[2]}" for k, v in sorted(COMMANDS.items())))
     parser.add_argument("args", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)

@@ -514,7 +514,11 @@ def main(args: Sequence[str]) -> int:
     """``serve [--detach] [--idle-timeout S] KEY=VALUE...``: serve this checkout's build for these variables."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python3 -m opencoti_build serve", description=main.__doc__)
+    parser = argparse.ArgumentParser(  # plain words: --help shows the description as it is written
+        prog="python3 -m opencoti_build serve",
+        description="Serve this checkout's build for these KEY=VALUE variables: a resident build server that "
+                    "python3 -m opencoti_build build (or build/server/opencoti-client) sends builds to. "
+                    "docs/server.md says what it saves.")
     parser.add_argument("--detach", action="store_true", help="run in the background (log: BUILD_DIR/server/KEY.log)")
     parser.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT, metavar="S",
                         help=f"exit after S seconds without a request (default {DEFAULT_IDLE_TIMEOUT:.0f})")

@@ -142,7 +142,8 @@ def series_report(record_path: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="opencoti-build inspect", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="opencoti-build inspect",
+                                     description=__doc__.splitlines()[0].replace("`", ""))  # plain in --help
     parser.add_argument("file", nargs="*", help="a ggml-*.so, a host binary or artifact (APE or ELF), any ELF, a GGUF model")
     parser.add_argument("--families", type=Path, default=FAMILIES_FILE, help="pattern file (default: %(default)s)")
     parser.add_argument("--series", type=Path, nargs="?", const=SERIES_RECORD, metavar="RECORD",
