@@ -10,6 +10,7 @@ else, so another SCons stops with one line instead of misbehaving.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,27 @@ class PrivateDblite:
     @staticmethod
     def open(file: str, flag: str = "r", mode: int = 0o600) -> Any:
         return SCons.dblite.open(file, flag, mode & 0o600)
+
+
+class DryRunDblite:
+    """A dry run's signature database (``scons -n``, which writes nothing): the last build's records, read into memory,
+    or none. SCons's dblite creates its file when opening one that is absent (``BUILD_DIR/.sconsign.dblite`` in a
+    BUILD_DIR that has none yet); this never does, and what a dry run stores stays in memory."""
+
+    class Records(dict):  # dblite's interface as SCons.SConsign uses it
+        def sync(self) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    @staticmethod
+    def open(file: str, flag: str = "r", mode: int = 0o600) -> Any:
+        records = DryRunDblite.Records()
+        name = file if file.endswith(SCons.dblite.DBLITE_SUFFIX) else file + SCons.dblite.DBLITE_SUFFIX
+        if os.path.exists(name):
+            records.update(SCons.dblite.open(file, "r", mode).items())
+        return records
 
 
 @dataclass(frozen=True)
