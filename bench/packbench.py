@@ -12,7 +12,7 @@ writes the bare artifact too; later ones repackage only the embedder, as a chang
 ``opencoti-build verify`` of the embedder; then a new host binary with the model unchanged and ``scons package``
 again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
 the artifact hashed as written); the same through the build server (``serve`` started once for the same
-variables, its C client asking for ``package``: no interpreter start, no imports); and ``zipappend.append``
+variables, its C client asking for ``package``: no interpreter start, no imports); and ``zipwriter.append``
 alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
 taken from. Every multi-GiB file is deleted before returning.
 """
@@ -26,14 +26,15 @@ import sys
 from pathlib import Path
 
 from bench.measure import median, run
+from opencoti_build.bulkcopy import zipwriter
 from opencoti_build.formats import zipappend
 from opencoti_build.server import native_client, protocol
 
 _BLOCK = 4 << 20
 GIB = 1 << 30
-# zipappend.append alone (no SCons): host + the model, as the artifact step calls it.
-_DIRECT = ("import sys; from opencoti_build.formats import zipappend; "
-           "zipappend.append(sys.argv[1], [zipappend.Entry.file(sys.argv[2])], sys.argv[3])")
+# zipwriter.append alone (no SCons): host + the model, as the artifact step calls it.
+_DIRECT = ("import sys; from opencoti_build.bulkcopy import zipwriter; from opencoti_build.formats import zipappend; "
+           "zipwriter.append(sys.argv[1], [zipappend.Entry.file(sys.argv[2])], sys.argv[3])")
 
 
 def write_model(path: Path, size: int) -> None:
@@ -110,7 +111,7 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             direct = settled([sys.executable, "-c", _DIRECT, host, model, work / "direct.llamafile"], env=env)
             (work / "direct.llamafile").unlink(missing_ok=True)
             if direct.returncode != 0:
-                raise RuntimeError(f"zipappend failed:\n{direct.output[-2000:]}")
+                raise RuntimeError(f"zipwriter.append failed:\n{direct.output[-2000:]}")
             verify = settled([sys.executable, "-m", "opencoti_build", "verify", embedder], env=env)
             if verify.returncode != 0:
                 raise RuntimeError(f"verify failed:\n{verify.output[-2000:]}")
@@ -152,7 +153,7 @@ def make_host(host: Path, serial: int) -> None:
     """The pledge APE made to pass for a thin llamafile (a version string and the options the .args uses); a new
     ``serial`` gives a new binary."""
     strings = b"\0llamafile v0.10.3\0-m\0--strace\0build " + str(serial).encode() + b"\0"
-    zipappend.append(_pledge(), [zipappend.Entry.blob("llamafile-strings", strings)], host)
+    zipwriter.append(_pledge(), [zipappend.Entry.blob("llamafile-strings", strings)], host)
     os.chmod(host, 0o755)
 
 

@@ -280,7 +280,7 @@ def _packaging(results: dict) -> list[str]:
             "hashed as written, no CRC-32 taken); another new host binary, the same request through the build "
             "server (`serve --detach` once for the same variables, its C client: no interpreter start, no imports; "
             "the host's strings change the graph, so a forked run reads the SConscripts); "
-            "`zipappend.append` of the pledge and the model to a new file, "
+            "`zipwriter.append` of the pledge and the model to a new file, "
             "alone in a child Python; "
             "`python -m opencoti_build verify` of the embedder (whole-file sha256, then every entry's digest read "
             "in place; after the binary-only run, which left none of the artifact in the page cache, it reads "
@@ -293,7 +293,7 @@ def _packaging(results: dict) -> list[str]:
                      "binary-only / (cp + fsync)", "binary-only / max(cp + fsync, sha256)", "binary-only via server",
                      "via server / (cp + fsync)",
                      "package peak RSS",
-                     "zipappend.append alone", "append peak RSS", "verify", "verify peak RSS"], rows)]
+                     "zipwriter.append alone", "append peak RSS", "verify", "verify peak RSS"], rows)]
 
 
 def _shared(shared: dict) -> list[str]:

@@ -28,11 +28,12 @@ def as_llamafile(exe: Path, dest: Path, version: str = "0.10.3", options: tuple[
     """``exe`` made to pass for a thin llamafile binary: a stored zip entry holds NUL-terminated
     "llamafile v<version>" and ``options`` (what packaging reads from a host's strings); it still runs.
     The files ``extra`` are stored in it too."""
+    from opencoti_build.bulkcopy import zipwriter
     from opencoti_build.formats import zipappend
 
     strings = b"".join(s.encode() + b"\0" for s in (f"llamafile v{version}", *options))
     entries = [zipappend.Entry.blob("llamafile-strings", b"\0" + strings), *map(zipappend.Entry.file, extra)]
-    zipappend.append(exe, entries, dest)
+    zipwriter.append(exe, entries, dest)
     os.chmod(dest, 0o755)
     return dest
 

@@ -5,6 +5,7 @@ SCons tools under ``site_scons/site_tools`` are thin glue over these modules and
 import them directly. Each package has its own index.
 
 - ``artifacts``: the .llamafile artifacts: packaging, MANIFEST.json, the embedder's .args, verify and inspect.
+- ``bulkcopy``: the zip-append writer: GiB inputs copied once, digests taken beside the copy, the output renamed into place.
 - ``cache``: the object cache: verified entries and keys, the Redis tier, compiler launchers, known file digests.
 - ``cli``: the ``opencoti-build`` command (inspect, verify, pin; serve, build, stop).
 - ``config``: the build's configuration: the variables, what a run asks for, versions, pins, templates, provisioning.

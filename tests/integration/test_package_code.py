@@ -28,5 +28,5 @@ def test_an_edit_to_the_code_redoes_what_it_writes(tmp_path: Path) -> None:
     assert rerun_steps(project, build, host) == []  # nothing changed
     edit(project / "site_scons" / "opencoti_build" / "formats" / "spirv.py")  # a reader the manifest uses
     assert rerun_steps(project, build, host) == ["MANIFEST"]
-    edit(project / "site_scons" / "opencoti_build" / "formats" / "zipappend.py")  # the artifact's writer
+    edit(project / "site_scons" / "opencoti_build" / "bulkcopy" / "zipwriter.py")  # the artifact's writer
     assert rerun_steps(project, build, host) == ["MANIFEST", "PACKAGE"]

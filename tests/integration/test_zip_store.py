@@ -6,6 +6,7 @@ import re
 import zipfile
 from pathlib import Path
 
+from opencoti_build.bulkcopy import zipwriter
 from opencoti_build.formats import zipappend
 from opencoti_build.report import summary
 from opencoti_build.tree import zip_sources
@@ -77,10 +78,10 @@ def test_packaged_artifacts_keep_the_store_and_list_it(tmp_path: Path, built_min
 def test_the_cosmopolitan_runtime_reads_a_metal_source_back_through_zip(tmp_path: Path) -> None:
     # the same store on a real cosmopolitan program (the stand-in's binary is a plain ELF), then packaged on
     stored = tmp_path / "file.com"
-    zipappend.append(copy_exe(FILE_ELF, tmp_path / "file.elf"), zip_sources.store_entries(MINI_TREE, [METAL]),
+    zipwriter.append(copy_exe(FILE_ELF, tmp_path / "file.elf"), zip_sources.store_entries(MINI_TREE, [METAL]),
                      stored, align=zip_sources.ALIGN)
     packaged = tmp_path / "packaged.com"
-    zipappend.append(stored, [zipappend.Entry.file(write_gguf(tmp_path / "tiny.gguf"))], packaged)
+    zipwriter.append(stored, [zipappend.Entry.file(write_gguf(tmp_path / "tiny.gguf"))], packaged)
     magic = tmp_path / "metal.magic"
     magic.write_text("0\tstring\t//\\ Miniature\\ of\\ ggml's\\ Metal\\ shaders\tmini Metal shaders\n")
     proc = run(packaged, "-m", magic, f"/zip/{METAL}")

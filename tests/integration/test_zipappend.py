@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from opencoti_build.bulkcopy import copier
+from opencoti_build.bulkcopy.zipwriter import append
 from opencoti_build.formats import zipappend
-from opencoti_build.formats.zipappend import Entry, append
+from opencoti_build.formats.zipappend import Entry
 
 from packaging_support import FILE_ELF, GGUF_MAGIC, PLEDGE, copy_exe, run, write_gguf
 from samples import EPOCH, appended_entries, assert_aligned
@@ -132,9 +134,9 @@ def test_the_output_replaced_leaves_the_page_cache_as_the_copy_begins_and_stays_
     old = out.read_bytes()
     assert _cached_bytes(out) > 0  # just written and read: cached
     seen: list[tuple[int, bytes]] = []
-    copy = zipappend._copy
+    copy = copier.copy
 
-    def first_copy(path: Path, f: object, size: int, sink: object, workers: zipappend._Workers, *args: object,
+    def first_copy(path: Path, f: object, size: int, sink: object, workers: copier.Workers, *args: object,
                    **kwargs: object) -> None:
         if not seen:  # the drop is the writeback thread's first work, beside the copy: once it has run
             workers.writeback.submit(lambda: None).result()
@@ -143,7 +145,7 @@ def test_the_output_replaced_leaves_the_page_cache_as_the_copy_begins_and_stays_
                 os.posix_fadvise(old.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         copy(path, f, size, sink, workers, *args, **kwargs)
 
-    monkeypatch.setattr(zipappend, "_copy", first_copy)
+    monkeypatch.setattr(copier, "copy", first_copy)
     append(PLEDGE, entries + [Entry.blob("more", b"x")], out)
     assert seen == [(0, old)]  # nothing of it cached when the copy began, every byte still there
     with zipfile.ZipFile(out) as archive:
@@ -211,7 +213,7 @@ def test_a_big_replaced_output_is_freed_in_a_process_of_its_own(tmp_path: Path, 
     (tools / "cat").write_text(f'#!/bin/sh\nwhile [ ! -e "{release}" ]; do sleep 0.02; done\nexec {shutil.which("cat")}\n')
     (tools / "cat").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    monkeypatch.setattr(zipappend, "_FREE_APART_MIN", 0)
+    monkeypatch.setattr("opencoti_build.bulkcopy.replaced.FREE_APART_MIN", 0)
     try:
         replaced = _replace_output(tmp_path)
         holders = _holders(replaced)  # the waiting cat (and its sleep, which inherits its descriptors)
@@ -237,5 +239,5 @@ def test_a_replaced_output_is_freed_here_without_setsid_or_when_small(tmp_path: 
     monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
     if case == "no setsid":
         monkeypatch.setenv("PATH", str(tools))
-        monkeypatch.setattr(zipappend, "_FREE_APART_MIN", 0)
+        monkeypatch.setattr("opencoti_build.bulkcopy.replaced.FREE_APART_MIN", 0)
     assert _holders(_replace_output(tmp_path)) == []  # closed here, freed, before append returned

@@ -20,12 +20,12 @@ DATE, TIME = 0x5771, 0xB1AA
 CRC = 0x1234ABCD
 
 
-def pending(size: int, name: str = "model.gguf", mode: int = 0o644) -> zipappend._Pending:
-    return zipappend._Pending(Entry.blob(name, b"", mode=mode), size, CRC)
+def pending(size: int, name: str = "model.gguf", mode: int = 0o644) -> zipappend.Pending:
+    return zipappend.Pending(Entry.blob(name, b"", mode=mode), size, CRC)
 
 
 def local(size: int, name: str = "model.gguf") -> tuple[tuple, bytes, bytes]:
-    record = zipappend._local_header(pending(size, name), DATE, TIME)
+    record = zipappend.local_header(pending(size, name), DATE, TIME)
     fields = LOCAL_HEADER.unpack_from(record)
     rest = record[LOCAL_HEADER.size:]
     name_len, extra_len = fields[zipfile._FH_FILENAME_LENGTH], fields[zipfile._FH_EXTRA_FIELD_LENGTH]
@@ -34,7 +34,7 @@ def local(size: int, name: str = "model.gguf") -> tuple[tuple, bytes, bytes]:
 
 
 def central(size: int, offset: int, name: str = "model.gguf", mode: int = 0o644) -> tuple[tuple, bytes, bytes]:
-    record = zipappend._central_record(pending(size, name, mode), offset, DATE, TIME)
+    record = zipappend.central_record(pending(size, name, mode), offset, DATE, TIME)
     fields = CENTRAL.unpack_from(record)
     rest = record[CENTRAL.size:]
     name_len, extra_len = fields[zipfile._CD_FILENAME_LENGTH], fields[zipfile._CD_EXTRA_FIELD_LENGTH]
@@ -99,7 +99,7 @@ def test_a_central_record_past_a_limit_moves_exactly_those_fields_to_its_zip64_e
 
 
 def test_end_records_below_the_limits_are_one_plain_record() -> None:
-    out = zipappend._end_records(U16_MAX - 1, U32_MAX - 2, 1)
+    out = zipappend.end_records(U16_MAX - 1, U32_MAX - 2, 1)
     assert len(out) == EOCD.size
     fields = EOCD.unpack(out)
     assert fields == (zipfile.stringEndArchive, 0, 0, U16_MAX - 1, U16_MAX - 1, 1, U32_MAX - 2, 0)
@@ -110,7 +110,7 @@ def test_end_records_below_the_limits_are_one_plain_record() -> None:
 ])
 def test_end_records_past_a_limit_add_zip64_ones_that_point_at_each_other(count: int, cd_offset: int,
                                                                         cd_size: int) -> None:
-    out = zipappend._end_records(count, cd_offset, cd_size)
+    out = zipappend.end_records(count, cd_offset, cd_size)
     assert len(out) == EOCD64.size + LOCATOR.size + EOCD.size
     eocd64 = EOCD64.unpack_from(out)
     assert eocd64 == (zipfile.stringEndArchive64, EOCD64.size - 12, 3 << 8 | 45, 45, 0, 0, count, count,

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from opencoti_build.bulkcopy import copier, zipwriter
+from opencoti_build.bulkcopy.zipwriter import append
 from opencoti_build.formats import zipappend
-from opencoti_build.formats.zipappend import Entry, ZipAppendError, ZipStoreError, append, dos_datetime
+from opencoti_build.formats.zipappend import Entry, ZipAppendError, ZipStoreError, dos_datetime
 from opencoti_build.incremental import timestamps
 
 from packaging_support import PLEDGE, write_gguf
@@ -142,7 +144,7 @@ def test_failure_mid_write_leaves_previous_artifact_and_no_temp(tmp_path: Path, 
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(fd, data)
 
-    monkeypatch.setattr(zipappend.os, "write", disk_fills_up)
+    monkeypatch.setattr(copier.os, "write", disk_fills_up)
     with pytest.raises(ZipAppendError, match=r"cannot write .*out.llamafile: No space left on device"):
         append(PLEDGE, entries + [Entry.blob("more", b"x")], out)
     assert out.read_bytes() == previous
@@ -151,14 +153,14 @@ def test_failure_mid_write_leaves_previous_artifact_and_no_temp(tmp_path: Path, 
 
 def test_input_changing_while_it_is_read_is_caught(tmp_path: Path, monkeypatch) -> None:
     model = write_gguf(tmp_path / "m.gguf")
-    real_copy = zipappend._copy
+    real_copy = copier.copy
 
     def then_edit(path: Path, *args, **kwargs) -> None:
         real_copy(path, *args, **kwargs)
         if path == model:  # same size, other bytes: only the stat taken after the read can tell
             model.write_bytes(model.read_bytes()[:-1] + b"!")
 
-    monkeypatch.setattr(zipappend, "_copy", then_edit)
+    monkeypatch.setattr(copier, "copy", then_edit)
     with pytest.raises(ZipAppendError, match=f"^{model} changed while being packaged; package again$"):
         append(PLEDGE, [Entry.file(model)], tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.gguf"]
@@ -173,7 +175,7 @@ def test_a_write_to_the_output_after_the_rename_is_caught(tmp_path: Path, monkey
         with open(dst, "ab") as f:
             f.write(b"!")
 
-    monkeypatch.setattr(zipappend.os, "replace", then_write)
+    monkeypatch.setattr(copier.os, "replace", then_write)
     heard: list[Path] = []
     with pytest.raises(ZipAppendError, match=f"^{out} was written to while being packaged; package again$"):
         append(PLEDGE, appended_entries(tmp_path), out, on_digest=lambda path, st, sha256, **_: heard.append(path))
@@ -196,13 +198,13 @@ def _open_under(root: Path) -> list[str]:
 @pytest.mark.parametrize("writeback", ["prompt", "slow"])
 def test_replacing_an_output_leaves_no_descriptor_open(tmp_path: Path, monkeypatch, writeback: str) -> None:
     if writeback == "slow":  # the writeback thread has not taken the replaced output's close when packaging ends
-        replace = zipappend._Workers.replace
+        replace = copier.Workers.replace
 
         def busy_replace(workers, tmp: Path, output: Path) -> None:
             workers.writeback.submit(time.sleep, 0.3)
             replace(workers, tmp, output)
 
-        monkeypatch.setattr(zipappend._Workers, "replace", busy_replace)
+        monkeypatch.setattr(copier.Workers, "replace", busy_replace)
     out = tmp_path / "out"
     entries = appended_entries(tmp_path)
     append(PLEDGE, entries, out)
@@ -397,7 +399,7 @@ def _dropped(monkeypatch) -> list[tuple[int, int | None]]:
             ranges.append((offset, offset + length if length else None))
         fadvise(fd, offset, length, advice)
 
-    monkeypatch.setattr(zipappend.os, "posix_fadvise", recorded)
+    monkeypatch.setattr(copier.os, "posix_fadvise", recorded)
     return ranges
 
 
@@ -412,7 +414,7 @@ def _reads(monkeypatch) -> dict[str, int]:
         read[name] = read.get(name, 0) + got
         return got
 
-    monkeypatch.setattr(zipappend.os, "preadv", counted)
+    monkeypatch.setattr(copier.os, "preadv", counted)
     return read
 
 
@@ -435,9 +437,9 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
         return (sha256, crc32, settled) if (st0.st_ino, st0.st_mtime_ns) == (st.st_ino, st.st_mtime_ns) else None
 
     checked: list[int] = []
-    crc_update = zipappend._Crc.update
+    crc_update = copier.Crc.update
 
-    def counted_crc(crc: zipappend._Crc, data: bytes | memoryview) -> None:
+    def counted_crc(crc: copier.Crc, data: bytes | memoryview) -> None:
         checked.append(len(data))
         crc_update(crc, data)
 
@@ -449,8 +451,8 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
         copied.append(n)
         return n
 
-    monkeypatch.setattr(zipappend.os, "copy_file_range", counted)
-    monkeypatch.setattr(zipappend._Crc, "update", counted_crc)
+    monkeypatch.setattr(copier.os, "copy_file_range", counted)
+    monkeypatch.setattr(copier.Crc, "update", counted_crc)
     dropped = _dropped(monkeypatch)
     read = _reads(monkeypatch)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH, known=known)
@@ -459,7 +461,7 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
 
     def data_runs(path: Path) -> list[int]:  # holes are seeked over, never written
         with open(path, "rb") as f:
-            return [length for _, length, is_data in zipappend._extents(f.fileno(), path.stat().st_size) if is_data]
+            return [length for _, length, is_data in copier.extents(f.fileno(), path.stat().st_size) if is_data]
 
     assert sum(copied) == sum(data_runs(base)) + sum(length for path in heard for length in data_runs(path)) > 0
     entries_size = sum(p.stat().st_size for p in heard)  # holes included: they are hashed as zeros
@@ -468,7 +470,7 @@ def test_recorded_digests_make_the_output_digest_as_written_and_drop_the_page_ca
     # one range after another (each from the page the last one ended in: the kernel drops whole pages), from the
     # start to the end of the file: the whole output leaves the page cache
     assert dropped and dropped[0][0] == 0 and dropped[-1][1] is None
-    assert all(later[0] == earlier[1] - earlier[1] % zipappend._PAGE for earlier, later in zip(dropped, dropped[1:]))
+    assert all(later[0] == earlier[1] - earlier[1] % copier.PAGE for earlier, later in zip(dropped, dropped[1:]))
     with zipfile.ZipFile(tmp_path / "out") as archive:
         assert archive.testzip() is None
 
@@ -482,20 +484,20 @@ def test_a_new_file_is_read_for_its_crc_then_copied_and_hashed_and_the_output_ne
     dropped = _dropped(monkeypatch)
     read = _reads(monkeypatch)
     crc_threads: dict[str, int] = {}
-    crc_update = zipappend._Crc.update
+    crc_update = copier.Crc.update
 
-    def counted_crc(crc: zipappend._Crc, data: bytes | memoryview) -> None:
+    def counted_crc(crc: copier.Crc, data: bytes | memoryview) -> None:
         name = threading.current_thread().name.rsplit("_", 1)[0]
         crc_threads[name] = crc_threads.get(name, 0) + len(data)
         crc_update(crc, data)
 
-    monkeypatch.setattr(zipappend._Crc, "update", counted_crc)
+    monkeypatch.setattr(copier.Crc, "update", counted_crc)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH)
     assert result.sha256 == GOLDEN[4096] == hashlib.sha256((tmp_path / "out").read_bytes()).hexdigest()
     model = tmp_path / "model.gguf"
     assert result.entry("model.gguf").sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
     with open(model, "rb") as f:  # holes are seeked over, never read
-        data = sum(length for _, length, is_data in zipappend._extents(f.fileno(), model.stat().st_size) if is_data)
+        data = sum(length for _, length, is_data in copier.extents(f.fileno(), model.stat().st_size) if is_data)
     assert read["model.gguf"] == 2 * data and _output_reads(read, "out") == 0
     assert dropped and dropped[0][0] == 0 and dropped[-1][1] is None
     # every entry's bytes once (holes as zeros), the halves on two threads; the base's CRC-32s are in its records
@@ -538,7 +540,7 @@ def test_an_entry_is_heard_settled_once_read_a_tick_after_its_last_change(tmp_pa
                                                                           after_ns: int, settled: bool) -> None:
     model = write_gguf(tmp_path / "tiny.gguf")
     changed = model.stat().st_ctime_ns
-    monkeypatch.setattr(zipappend.time, "time_ns", lambda: changed + after_ns)  # the clock as the entry is opened
+    monkeypatch.setattr(zipwriter.time, "time_ns", lambda: changed + after_ns)  # the clock as the entry is opened
     heard: dict[str, bool] = {}
 
     def hear(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None, settled: bool = False) -> None:
@@ -556,7 +558,7 @@ def test_without_copy_file_range_the_bytes_are_copied_through_the_buffers(tmp_pa
     def unsupported(*args: object) -> int:
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
-    monkeypatch.setattr(zipappend.os, "copy_file_range", unsupported)
+    monkeypatch.setattr(copier.os, "copy_file_range", unsupported)
     result = append(base, entries, tmp_path / "out", align=4096, epoch=EPOCH,
                     known=lambda path, st: (*heard[path][1:], False) if path in heard else None)
     assert (tmp_path / "out").read_bytes() == (tmp_path / "first").read_bytes()

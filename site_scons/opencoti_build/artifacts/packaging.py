@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from opencoti_build.artifacts import embed_args
+from opencoti_build.bulkcopy import zipwriter
 from opencoti_build.config import buildvars
 from opencoti_build.config.versioning import Identity
 from opencoti_build.errors import UserError
@@ -207,13 +208,13 @@ class Packaged:
 
 
 def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, claims: Sequence[Path] = (),
-                   on_digest: zipappend.Digest | None = None, known: zipappend.Known | None = None) -> Packaged:
+                   on_digest: zipwriter.Digest | None = None, known: zipwriter.Known | None = None) -> Packaged:
     """Check the inputs, then write ``output``; nothing is written when a check fails.
 
     ``claims`` (the files that describe the artifact: its MANIFEST.json, SBOM and provenance Statement) are removed
     just before the new artifact takes the old one's place: a run killed before the steps that write them again
     leaves an artifact with no manifest, never one describing other bytes. ``on_digest`` and ``known`` as for
-    zipappend.append.
+    zipwriter.append.
     """
     version, text = check(contents)
 
@@ -221,7 +222,7 @@ def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, 
         for claim in claims:
             claim.unlink(missing_ok=True)
 
-    result = zipappend.append(contents.host, contents.entries(text), output, align=align, epoch=epoch,
+    result = zipwriter.append(contents.host, contents.entries(text), output, align=align, epoch=epoch,
                               before_replace=drop_claims, on_digest=on_digest, known=known)
     return Packaged(result, version, text)
 

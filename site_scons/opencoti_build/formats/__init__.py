@@ -9,6 +9,6 @@
 - ``lief_names``: the names lief reads from an ELF file, as ``str`` (lief gives invalid UTF-8 as ``bytes``).
 - ``nvfatbin``: the ``.nv_fatbin`` container and the CUDA architectures in it.
 - ``spirv``: SPIR-V module headers and the modules embedded in a DSO.
-- ``zipappend``: appending stored entries to an APE's zip store, aligned, atomically.
+- ``zipappend``: the zip-append format: new stored entries, their names, alignment, records and zip64 fields (written by ``opencoti_build.bulkcopy.zipwriter``).
 - ``zipstore``: reading a zip store: its central directory, entry data offsets, methods.
 """

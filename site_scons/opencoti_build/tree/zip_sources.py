@@ -53,12 +53,12 @@ def write_store(linked: Path | str, tree: Path | str, paths: list[str], output: 
     SOURCE_DATE_EPOCH and mode 0644: the bytes depend on the tree's content only. Written beside
     ``output`` and renamed, like the linker's companions copied next to it.
     """
-    from opencoti_build.formats import zipappend  # imported here: reading the tree needs none of it
+    from opencoti_build.bulkcopy import zipwriter  # imported here: reading the tree needs none of it
 
     linked, tree, output = Path(linked), Path(tree), Path(output)
     for suffix in COMPANIONS:
         _copy(Path(str(linked) + suffix), Path(str(output) + suffix))
-    zipappend.append(linked, store_entries(tree, paths), output, align=ALIGN, epoch=epoch, mode=0o755)
+    zipwriter.append(linked, store_entries(tree, paths), output, align=ALIGN, epoch=epoch, mode=0o755)
 
 
 def store_entries(tree: Path | str, paths: list[str]) -> list:
