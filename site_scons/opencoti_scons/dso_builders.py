@@ -16,8 +16,10 @@ from opencoti_build import files
 from opencoti_build.cache import launchers
 from opencoti_build.cosmo.prefix_maps import gcc_flags
 from opencoti_build.gpu import backends, dso_verification
+from opencoti_build.report import summary
 from opencoti_build.tree import sources
 from opencoti_scons.compile_maps import compile_maps, env_path_maps
+from opencoti_scons.progress import count_as
 
 CORE_FLAGS: tuple[str, ...] = ("-O2",)  # SharedObject adds -fPIC
 GCC_STATIC_RUNTIME: tuple[str, ...] = ("-static-libstdc++", "-static-libgcc")
@@ -49,14 +51,19 @@ def shadow_signature(path: str) -> str:
 
 def _warn_shadow(target: list[Any], source: list[Any], env: Any) -> None:
     built = source[0].get_abspath()
-    shadow = os.path.join(env["ENV"]["HOME"], os.path.basename(built))
-    finding = ""
+    name = os.path.basename(built)
+    shadow = os.path.join(env["ENV"]["HOME"], name)
+    findings = []
     if os.path.isfile(shadow) and not filecmp.cmp(shadow, built, shallow=False):
-        finding = (f"WARN: {shadow} differs from the {os.path.basename(built)} just built and may be loaded instead "
-                   f"of it; delete it or copy the new one over it\n")
-        sys.stderr.write(finding)
+        findings.append(f"WARN: {shadow} differs from the {name} just built and may be loaded instead of it; "
+                        "delete it or copy the new one over it\n")
+    mirror = env["DSO_UNMIRRORED"]  # where llamafile looks first, left alone without MIRROR=1
+    if mirror and os.path.isfile(mirror) and not filecmp.cmp(mirror, built, shallow=False):
+        findings.append(f"WARN: {mirror} differs from the {name} just built, and llamafile loads that copy first: "
+                        f"build with MIRROR=1 to put this one there, or delete it\n")
+    sys.stderr.write("".join(findings))
     with open(target[0].get_abspath(), "w", encoding="utf-8") as out:
-        out.write(finding)
+        out.write("".join(findings))
 
 
 def gcc_compile_env(env: Any, **replace: Any) -> Any:
@@ -118,18 +125,20 @@ def ggml_dso(env: Any, spec: backends.Backend, objects: Sequence[Any], *, core: 
                             if link_prefix_maps is None else link_prefix_maps),
     )
     mirror = []
+    mirror_path = os.path.join(env["ENV"]["HOME"], ".llamafile", "v", version, spec.dso_name)
     if env["MIRROR"]:  # asked for: two checkouts sharing a HOME would overwrite each other's copies
-        mirror = env.Command(
-            os.path.join(env["ENV"]["HOME"], ".llamafile", "v", version, spec.dso_name), dso,
-            Action(_mirror, "Mirroring $SOURCE to $TARGET"),
-        )
+        mirror = env.Command(mirror_path, dso, Action(_mirror, "Mirroring $SOURCE to $TARGET"))
         env.NoCache(mirror)  # a second copy of the DSO in the cache buys nothing
-    # A stray $HOME/ggml-<backend>.so shadows the built one at load time (cuda.sh's old default). The check
-    # runs when the DSO or that file changes, so `scons -q` can still find a backend current.
+        count_as(mirror, summary.INSTALLED)  # a copy to where llamafile loads it: not a compile
+    # A stray $HOME/ggml-<backend>.so shadows the built one at load time (cuda.sh's old default), and so does,
+    # without MIRROR=1, an older ~/.llamafile/v/<ver>/ copy: the first place llamafile loads from. The check
+    # runs when the DSO or those files change, so `scons -q` can still find a backend current.
     shadow = os.path.join(env["ENV"]["HOME"], spec.dso_name)
+    unmirrored = "" if env["MIRROR"] else mirror_path
     shadow_check = env.Command(
         os.path.join(env["BUILD_DIR"], "backends", f"{spec.name}.shadow-check"),
-        [dso, env.Value(shadow_signature(shadow))], Action(_warn_shadow, None))
+        [dso, env.Value(shadow_signature(shadow)), *([env.Value(shadow_signature(unmirrored))] if unmirrored else [])],
+        Action(_warn_shadow, None), DSO_UNMIRRORED=unmirrored)
     shadow_check[0].attributes.not_a_step = True  # bookkeeping, not counted by the build summary
     env.NoCache(shadow_check)
     env.Alias(spec.name, [dso, *mirror, shadow_check])

@@ -16,6 +16,8 @@ from opencoti_build.cache import file_digests
 from opencoti_build.config import versioning
 from opencoti_build.config.versioning import Identity
 from opencoti_build.incremental import import_closure
+from opencoti_build.report import summary
+from opencoti_scons.progress import count_as
 
 # the code that decides the artifact's bytes / the manifest's (this file writes the manifest): an edit repackages
 ARTIFACT_CODE = [str(p) for p in import_closure.source_files(packaging.__name__)]
@@ -198,6 +200,7 @@ def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta
     # otherwise delete targets before building them), and multi-GiB artifacts stay out of CacheDir
     env.Precious(built + written + attested)
     env.NoCache(built + written + attested)
+    count_as(built + written + attested, summary.PACKAGED)  # the summary counts them apart from compiles
     return [built[0], written[0], *attested]
 
 

@@ -40,6 +40,13 @@ def counted(node: Any) -> bool:
             and not getattr(node.attributes, "not_a_step", False))
 
 
+def count_as(nodes: Iterable[Any], kind: str) -> None:
+    """The steps writing ``nodes`` count as ``kind`` in the summary (summary.PACKAGED, summary.INSTALLED) when they
+    run, not as "compiled": a package or install run says how much it compiled apart from what it packaged."""
+    for node in nodes:
+        node.attributes.step_kind = kind
+
+
 class BuildRun:
     """The state of one scons run that tools share: counts, step numbers, the plan's N, end-of-build reports."""
 
@@ -146,7 +153,7 @@ class BuildRun:
         if not counted(node):
             return
         if state == SCons.Node.executing:
-            self.counts.add("cached" if cached else "compiled")
+            self.counts.add("cached" if cached else getattr(node.attributes, "step_kind", "compiled"))
         elif state == SCons.Node.up_to_date:
             self.counts.add("current")
 
@@ -162,7 +169,8 @@ class BuildRun:
 
     def steps(self) -> int:
         """How many steps ran, came from cache or were found current so far."""
-        return self.counts.compiled + self.counts.cached + self.counts.current
+        counts = self.counts
+        return counts.compiled + counts.cached + counts.current + counts.packaged + counts.installed
 
     # --- the plan and the end ----------------------------------------------------------------------------
 

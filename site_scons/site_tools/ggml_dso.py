@@ -30,8 +30,9 @@ API (after ``env.Tool('ggml_dso')``):
     only after ``verification_error`` finds nothing (the rules: that module). It also defines:
     - with ``MIRROR`` on, the mirror ``$HOME/.llamafile/v/<ver>/ggml-<backend>.so`` (byte-identical copy; HOME from
       ``env['ENV']``),
-    - the alias ``<backend>`` (output + mirror if any + a check, run on every build of the alias, that WARNs
-      when ``$HOME/ggml-<backend>.so`` exists and differs: llamafile's loader may pick it up instead).
+    - the alias ``<backend>`` (output + mirror if any + a check, run when the DSO or those files change, that WARNs
+      when ``$HOME/ggml-<backend>.so`` exists and differs: llamafile's loader may pick it up instead; and, without
+      ``MIRROR``, when ``$HOME/.llamafile/v/<ver>/ggml-<backend>.so`` does: llamafile loads that copy first).
 
 Construction variables read: ``SRC``, ``BUILD_DIR``, ``BACKEND_DIST_DIR``, ``MIRROR``, ``LLAMAFILE_VERSION``, ``ENV``
 (``HOME``), ``DSOLINKCOMSTR``, ``CCWRAPPER_ARGV`` (the launcher in front of the core's gcc/g++, unsigned). Set on the link step only: ``DSOLINKCOM`` and the ``DSO_*`` variables it and

@@ -49,7 +49,8 @@ def test_cold_build_counts_every_step_and_keeps_the_database(ide: dict) -> None:
     cold = ide["cold"]
     assert cold.stdout.splitlines()[-1].endswith(" s")
     counts = summary.parse(cold.stdout.splitlines()[-1])
-    assert counts == {"compiled": len(steps(cold)), "cached": 0, "current": 0, "failed": 0}
+    assert counts == {"compiled": len(steps(cold)), "cached": 0, "current": 0, "failed": 0, "packaged": 0,
+                      "installed": 0}
     # [n/N] on every step line, N known from the first line on and equal to the steps that ran
     assert summary.progress(cold.stdout) == [(n, counts["compiled"]) for n in range(1, counts["compiled"] + 1)]
     assert len(compiled(cold)) >= 30  # every TU compiled
@@ -120,7 +121,8 @@ def test_a_warm_cache_after_removing_the_build_compiles_nothing(ide: dict) -> No
     shown = summary.progress(warm.stdout)  # one line per step, n going up one by one, as the steps start
     assert shown == [(n, counts["cached"]) for n in range(1, counts["cached"] + 1)]
     assert counts["cached"] == summary.parse(ide["cold"].stdout)["compiled"]
-    assert summary.parse(run(ide).stdout) == {"compiled": 0, "cached": 0, "current": counts["cached"], "failed": 0}
+    assert summary.parse(run(ide).stdout) == {"compiled": 0, "cached": 0, "current": counts["cached"], "failed": 0,
+                                              "packaged": 0, "installed": 0}
 
 
 def edited(ide: dict, rel: str, text: str):

@@ -113,3 +113,21 @@ def test_the_toolchain_and_web_ui_lines_are_said_when_they_change(tmp_path: Path
         (tree / "llama.cpp/tools/server/public" / asset).unlink()
     off = scons(f"SRC={tree}", build=root)  # off again: said again
     assert said(off, TOOLCHAIN) == [] and len(said(off, WEBUI)) == 1
+
+
+def test_a_gpu_toolchain_that_is_missing_or_lacking_is_said_once_per_change(tmp_path: Path, tree: Path) -> None:
+    """On a stock machine every run that reads the backends (compiledb, compile FILE=, package) used to repeat the
+    same WARN lines: CUDA without a driver stub, a ROCm that cannot build 5 of upstream's targets, a backend with no
+    toolchain. They are said as the toolchain line is: once, then when they change or with VERBOSE=1."""
+    root = tmp_path / "b"
+
+    def warns(proc) -> list[str]:
+        return [line for line in proc.stderr.splitlines() if line.startswith("WARN: ")]
+
+    first = scons(f"SRC={tree}", "compiledb", build=root)
+    if shutil.which("hipcc") or Path("/opt/rocm/bin/hipcc").exists():  # Debian's hipcc 5.2 drops gfx942, gfx110x
+        assert any(line.startswith("WARN: rocm: skipping gfx") for line in warns(first)), first.stderr
+    again = scons(f"SRC={tree}", "compiledb", "--debug=explain", build=root)  # a full reading, not the fast path
+    assert warns(again) == [], again.stderr
+    verbose = scons(f"SRC={tree}", "compiledb", "VERBOSE=1", build=root)
+    assert warns(verbose) == warns(first)

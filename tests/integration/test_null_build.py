@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from null_build_checkout import Checkout, append_text
-from scons_runs import clone, summary
+from scons_runs import MINI_VERSION, clone, summary
 
 
 def test_fast_path_prints_what_a_full_null_build_prints(tmp_path: Path) -> None:
@@ -63,3 +63,12 @@ def test_a_stale_home_dso_is_reported_when_it_appears_and_a_backend_can_be_curre
     assert co.run("-q").returncode == 0
     stale.unlink()
     assert co.run(check=True).stderr == ""
+    # the first place llamafile loads from: without MIRROR=1 an older copy there is left, and said to be stale
+    built = tmp_path / "co" / "out-vendors" / "llamafile" / "vulkan" / MINI_VERSION / "ggml-vulkan.so"
+    mirror = tmp_path / "co" / "home" / ".llamafile" / "v" / MINI_VERSION / "ggml-vulkan.so"
+    mirror.parent.mkdir(parents=True)
+    mirror.write_bytes(b"an older build's copy")
+    assert co.run(check=True).stderr.splitlines() == [
+        f"WARN: {mirror} differs from the ggml-vulkan.so just built, and llamafile loads that copy first: build with "
+        "MIRROR=1 to put this one there, or delete it"]
+    assert co.run("MIRROR=1", check=True).stderr == "" and mirror.read_bytes() == built.read_bytes()

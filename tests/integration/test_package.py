@@ -285,6 +285,14 @@ def test_install_copies_the_binaries_and_artifacts_under_destdir_and_prefix(tmp_
     assert all(os.access(p, os.X_OK) for p in bindir.iterdir())
     assert sorted(line.split()[1] for line in summary.unprefixed(installed.stdout) if line.startswith("INSTALL ")) == \
         sorted(str(p) for p in bindir.iterdir())
+    # the summary counts the compiles apart: the artifact, its SBOM and Statement, its manifest; the two copies
+    counts = summary.parse(installed.stdout)
+    assert (counts["packaged"], counts["installed"]) == (3, 2), installed.stdout
+    words = [line.split("] ", 1)[1].split(" ", 1)[0] for line in installed.stdout.splitlines()
+             if summary.PROGRESS.match(line)]
+    assert sorted(w for w in words if w in ("PACKAGE", "PROVENANCE", "MANIFEST", "INSTALL")) == \
+        ["INSTALL", "INSTALL", "MANIFEST", "PACKAGE", "PROVENANCE"]
+    assert counts["compiled"] + counts["cached"] == len(words) - 5 > 0
     again = scons(*args, build=tmp_path / "b", home=tmp_path / "home")
     assert summary.parse(again.stdout)["compiled"] == 0  # installed files are current: nothing copied again
     refused = scons(*args[:-1], f"DESTDIR={stage}", "PREFIX=relative/prefix", build=tmp_path / "b",

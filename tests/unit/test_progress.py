@@ -18,7 +18,7 @@ from opencoti_build import files
 from opencoti_build.incremental import timestamps
 from opencoti_build.report import steplines, summary, trace
 from opencoti_build.report.notes import Notes
-from opencoti_scons.progress import BuildRun, counted, moved_inputs
+from opencoti_scons.progress import BuildRun, count_as, counted, moved_inputs
 from opencoti_scons.stamps import Stamps
 
 
@@ -148,7 +148,24 @@ def test_the_end_lines_are_the_reports_then_the_summary(fs) -> None:
     run.reports += [lambda: ["cache: local 1 hit"], lambda: []]
     assert run.end_lines(now=102.25) == ["cache: local 1 hit", "1 compiled, 0 from cache, 0 up to date in 2.2 s"]
     assert summary.parse("\n".join(run.end_lines(now=102.25))) == {"compiled": 1, "cached": 0, "current": 0,
-                                                                  "failed": 0}
+                                                                  "failed": 0, "packaged": 0, "installed": 0}
+
+
+def test_packaging_and_installing_steps_are_counted_apart_from_compiles(fs) -> None:
+    run = BuildRun(started=1.0)
+    compiled, artifact, manifest, copy = (_built(fs, name) for name in ("a.o", "x.llamafile", "x.json", "bin/x"))
+    count_as([artifact, manifest], summary.PACKAGED)
+    count_as([copy], summary.INSTALLED)
+    for node in (compiled, artifact, manifest, copy):
+        node.set_state(SCons.Node.executing)
+        run.executed(_Task(node), lambda task: None)
+    assert (run.counts.compiled, run.counts.packaged, run.counts.installed, run.steps()) == (1, 2, 1, 4)
+    done = run.end_lines(now=2.5)[-1]
+    assert done == "1 compiled, 0 from cache, 0 up to date, 2 packaged, 1 installed in 1.5 s"
+    assert summary.parse(done) == {"compiled": 1, "cached": 0, "current": 0, "failed": 0, "packaged": 2,
+                                   "installed": 1}
+    assert summary.dry_line(run.counts) == ("would compile 1, restore 0 from cache, 0 up to date, package 2, install 1 "
+                                            "(dry run: nothing was written)")
 
 
 class _Step(SCons.Node.FS.File):
