@@ -144,8 +144,8 @@ def test_inc_fragment_edit_recompiles_its_includer(tree: Path, tmp_path: Path) -
 
 def test_changing_one_groups_flags_recompiles_that_group_only(tree: Path, tmp_path: Path) -> None:
     project = tmp_path / "project"
-    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns(
-        "build", "dist", ".opencoti", ".git", "tests", "__pycache__", "vendors"))
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns(  # not .venv: scripts/install-deps' Python
+        "build", "dist", ".opencoti", ".git", "tests", "__pycache__", "vendors", ".venv", ".*_cache"))
     shutil.copytree(PROJECT / "vendors", project / "vendors", ignore=shutil.ignore_patterns("sources", "dist"))
     build = tmp_path / "b"
     scons(f"SRC={tree}", "CACHE_DIR=", build=build, project=project)
