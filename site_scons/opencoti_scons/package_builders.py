@@ -13,7 +13,7 @@ from SCons.Script import Action
 from opencoti_build.artifacts import manifest as manifests
 from opencoti_build.artifacts import packaging, provenance, verify
 from opencoti_build.cache import file_digests
-from opencoti_build.config import versioning
+from opencoti_build.config import signing_keys, versioning
 from opencoti_build.config.versioning import Identity
 from opencoti_build.incremental import import_closure
 from opencoti_build.report import summary
@@ -133,10 +133,10 @@ def _write_provenance(target, source, env):
     sources = [provenance.Source(**s) for s in meta["sources"]]
     artifact = Path(target[0].abspath[: -len(provenance.SBOM_SUFFIX)])
     try:
-        signer = provenance.load_private_key(Path(meta["signingKey"])) if meta["signingKey"] else None
+        signer = signing_keys.load_private_key(Path(meta["signingKey"])) if meta["signingKey"] else None
         statement = provenance.statement(manifest, sources, meta["parameters"], meta["toolchains"])
         provenance.write(artifact, provenance.sbom(manifest, sources), provenance.statement_line(statement, signer))
-    except provenance.ProvenanceError as exc:
+    except (signing_keys.KeyFileError, provenance.ProvenanceError) as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
     return 0
 
@@ -151,8 +151,8 @@ def _verify_all(artifacts, pubkey: tuple[str, str]):
                                                  "run `scons package` first")
         given, path = pubkey
         try:  # checked before anything was read (buildvars.validate): this fails only if it changed since
-            key = provenance.load_public_key(Path(path), "PUBKEY=") if path else None
-        except provenance.ProvenanceError as exc:
+            key = signing_keys.load_public_key(Path(path), "PUBKEY=") if path else None
+        except signing_keys.KeyFileError as exc:
             raise SCons.Errors.BuildError(errstr=str(exc)) from None
         failed = []
         for artifact in found:

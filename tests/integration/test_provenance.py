@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
 from opencoti_build.artifacts import provenance
-from opencoti_build.config import versioning
+from opencoti_build.config import signing_keys, versioning
 
 from packaging_support import PLEDGE, as_llamafile, write_gguf
 from scons_runs import MINI_TREE, PROJECT, scons
@@ -116,7 +116,7 @@ def test_two_builds_of_the_same_inputs_attest_byte_identically(inputs) -> None:
         assert first.read_bytes() == second.read_bytes(), name
     document, signed = provenance.read_statement(inputs["root"] / "b" / "dist" / "llamafile" /
                                                  (EMBEDDER + provenance.STATEMENT_SUFFIX),
-                                                 provenance.load_public_key(inputs["pub"]))
+                                                 signing_keys.load_public_key(inputs["pub"]))
     definition = document["predicate"]["buildDefinition"]
     assert signed and definition["externalParameters"] == {"targets": ["package"],
                                                            "variables": {"ARCH": "x86_64", "CPU_ONLY": "1"}}

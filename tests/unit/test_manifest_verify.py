@@ -13,6 +13,7 @@ import pytest
 
 from opencoti_build import cli, files
 from opencoti_build.artifacts import manifest, packaging, provenance, verify
+from opencoti_build.config import signing_keys
 from opencoti_build.config.versioning import Identity
 from opencoti_build.gpu import backends
 
@@ -238,7 +239,7 @@ def test_a_signature_is_verified_said_unchecked_or_failed_as_a_signature(tmp_pat
     for name, k in (("key.pub", key), ("stranger.pub", stranger)):
         (tmp_path / name).write_bytes(k.public_key().public_bytes(serialization.Encoding.PEM,
                                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
-    out, _ = _package(tmp_path, signer=provenance.load_private_key(tmp_path / "key.pem"))
+    out, _ = _package(tmp_path, signer=signing_keys.load_private_key(tmp_path / "key.pem"))
     matched = f"provenance: {out.name}.cdx.json and {out.name}.intoto.jsonl match the artifact"
     assert _verdict(out, tmp_path, capsys) == (0, [
         f"{matched}; its signature was NOT checked (no public key: --pubkey PEM)", f"OK: {out} matches {out.name}"

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from opencoti_build.artifacts import provenance
-from opencoti_build.config import upstream_pin
+from opencoti_build.config import signing_keys, upstream_pin
 from opencoti_build.cosmo import cosmo_toolchain
 
 from scons_runs import MINI_TREE
@@ -100,7 +100,7 @@ def test_the_same_manifest_gives_the_same_bytes(tmp_path: Path) -> None:
         assert path(first).read_bytes() == path(second).read_bytes()
     key = ed25519.Ed25519PrivateKey.generate()  # an ed25519 signature is deterministic too
     (tmp_path / "k.pem").write_bytes(pem(key))
-    signed = [provenance.statement_path(written(tmp_path / d, provenance.load_private_key(tmp_path / "k.pem")))
+    signed = [provenance.statement_path(written(tmp_path / d, signing_keys.load_private_key(tmp_path / "k.pem")))
               for d in ("c", "d")]
     assert signed[0].read_bytes() == signed[1].read_bytes()
 
@@ -132,7 +132,7 @@ def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifi
     for name, k in (("key", key), ("stranger", stranger)):
         (tmp_path / f"{name}.pem").write_bytes(pem(k))
         (tmp_path / f"{name}.pub").write_bytes(public_pem(k))
-    artifact = written(tmp_path, provenance.load_private_key(tmp_path / "key.pem"))
+    artifact = written(tmp_path, signing_keys.load_private_key(tmp_path / "key.pem"))
     envelope = json.loads(provenance.statement_path(artifact).read_text())
     payload = base64.b64decode(envelope["payload"])
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
@@ -145,7 +145,7 @@ def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifi
     else:
         from cryptography.hazmat.primitives import hashes
         key.public_key().verify(signature, pae, ec.ECDSA(hashes.SHA256()))
-    right, wrong = (provenance.load_public_key(tmp_path / f"{n}.pub") for n in ("key", "stranger"))
+    right, wrong = (signing_keys.load_public_key(tmp_path / f"{n}.pub") for n in ("key", "stranger"))
     statement = provenance.statement_path(artifact)
     assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) is None and provenance.is_signed(statement)
     assert provenance.signature_problem(statement, right) is None
@@ -157,23 +157,23 @@ def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifi
 
 def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "rsa.pem").write_bytes(pem(rsa.generate_private_key(public_exponent=65537, key_size=2048)))
-    with pytest.raises(provenance.ProvenanceError, match=r"^SIGNING_KEY=.*rsa.pem is a RSAPrivateKey; DSSE signing "
+    with pytest.raises(signing_keys.KeyFileError, match=r"^SIGNING_KEY=.*rsa.pem is a RSAPrivateKey; DSSE signing "
                                                          r"here takes an ed25519 or ECDSA P-256 key$"):
-        provenance.load_private_key(tmp_path / "rsa.pem")
+        signing_keys.load_private_key(tmp_path / "rsa.pem")
     (tmp_path / "junk.pem").write_text("not a key\n")
-    with pytest.raises(provenance.ProvenanceError, match=r"^SIGNING_KEY=.*junk.pem is not an unencrypted PEM private"):
-        provenance.load_private_key(tmp_path / "junk.pem")
+    with pytest.raises(signing_keys.KeyFileError, match=r"^SIGNING_KEY=.*junk.pem is not an unencrypted PEM private"):
+        signing_keys.load_private_key(tmp_path / "junk.pem")
     key = ed25519.Ed25519PrivateKey.generate()
     (tmp_path / "k.pub").write_bytes(public_pem(key))
     artifact = written(tmp_path)
     assert not provenance.is_signed(provenance.statement_path(artifact))
     assert provenance.signature_problem(provenance.statement_path(artifact),
-                                        provenance.load_public_key(tmp_path / "k.pub")) == (
+                                        signing_keys.load_public_key(tmp_path / "k.pub")) == (
         f"{provenance.statement_path(artifact)} is not signed, but a public key was given; package with SIGNING_KEY=")
     (tmp_path / "junk.pub").write_text("not a key\n")
-    with pytest.raises(provenance.ProvenanceError, match=r"^PUBKEY=.*junk.pub is not a PEM public key \(.*\); give "
+    with pytest.raises(signing_keys.KeyFileError, match=r"^PUBKEY=.*junk.pub is not a PEM public key \(.*\); give "
                                                          r"the public half of the SIGNING_KEY, e\.g\. `openssl pkey "):
-        provenance.load_public_key(tmp_path / "junk.pub", "PUBKEY=")
+        signing_keys.load_public_key(tmp_path / "junk.pub", "PUBKEY=")
 
 
 def test_the_statement_records_the_variables_that_shape_the_artifact_and_no_path(tmp_path: Path) -> None:

@@ -62,7 +62,8 @@ NOT_DIGESTED = frozenset((".git", "__pycache__"))
 
 
 class ProvenanceError(UserError):
-    """A signing key or a provenance file that cannot be used: one line naming it."""
+    """A provenance file (an SBOM, a Statement) that cannot be made, written or read: one line naming it (a key file
+    that cannot be used: opencoti_build.config.signing_keys)."""
 
 
 class SignatureError(ProvenanceError):
@@ -411,41 +412,6 @@ def statement_problem(document: Mapping[str, Any]) -> str | None:
 def canonical(document: Mapping[str, Any]) -> bytes:
     """The bytes a statement is written and signed as: sorted keys, no spaces."""
     return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
-
-
-def load_private_key(path: Path) -> Any:
-    """The ed25519 or ECDSA P-256 private key in the PEM file ``path`` (unencrypted), as a signer."""
-    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-    from securesystemslib.signer import CryptoSigner
-
-    try:
-        key = load_pem_private_key(path.read_bytes(), password=None)
-    except OSError as exc:
-        raise ProvenanceError(f"SIGNING_KEY={path}: cannot read it: {exc.strerror}") from None
-    except (ValueError, TypeError) as exc:
-        raise ProvenanceError(f"SIGNING_KEY={path} is not an unencrypted PEM private key ({exc}); give an ed25519 or "
-                              "ECDSA P-256 key, e.g. `openssl genpkey -algorithm ed25519 -out key.pem`") from None
-    if not isinstance(key, ed25519.Ed25519PrivateKey) and not (
-            isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1)):
-        raise ProvenanceError(f"SIGNING_KEY={path} is a {type(key).__name__.removeprefix('_')}; DSSE signing here "
-                              "takes an ed25519 or ECDSA P-256 key")
-    return CryptoSigner(key)
-
-
-def load_public_key(path: Path, given_as: str = "--pubkey ") -> Any:
-    """The public key in the PEM file ``path`` as a securesystemslib key (``given_as``: how the messages name it,
-    ``--pubkey `` or ``PUBKEY=``)."""
-    from cryptography.hazmat.primitives.serialization import load_pem_public_key
-    from securesystemslib.signer import SSlibKey
-
-    try:
-        return SSlibKey.from_crypto(load_pem_public_key(path.read_bytes()))
-    except OSError as exc:
-        raise ProvenanceError(f"{given_as}{path}: cannot read it: {exc.strerror}") from None
-    except (ValueError, TypeError) as exc:
-        raise ProvenanceError(f"{given_as}{path} is not a PEM public key ({exc}); give the public half of the "
-                              "SIGNING_KEY, e.g. `openssl pkey -in key.pem -pubout -out key.pub`") from None
 
 
 def statement_line(document: Mapping[str, Any], signer: Any = None) -> str:

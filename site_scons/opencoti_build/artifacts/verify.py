@@ -25,6 +25,7 @@ from typing import Any
 from opencoti_build import files, project
 from opencoti_build.artifacts import manifest as manifests
 from opencoti_build.artifacts import provenance
+from opencoti_build.config import signing_keys
 from opencoti_build.formats.executables import APE_MAGIC, ELF_MAGIC
 from opencoti_build.formats.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
 
@@ -200,7 +201,7 @@ def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Rep
 def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None,
            key_option: str = "--pubkey PEM") -> Report:
     """Check ``artifact`` against its MANIFEST.json, then its SBOM and provenance Statement (their signature with
-    ``public_key``: provenance.load_public_key; ``key_option``: how the user gives one, for the line that says a
+    ``public_key``: signing_keys.load_public_key; ``key_option``: how the user gives one, for the line that says a
     signature went unchecked); the report says what was found."""
     report = Report()
     manifest_file = manifests.manifest_path(artifact)
@@ -287,8 +288,8 @@ def main(argv: list[str]) -> int:
                         help="public key the provenance Statement's DSSE signature must verify with")
     ns = parser.parse_args(argv)
     try:
-        public_key = provenance.load_public_key(ns.pubkey) if ns.pubkey else None
-    except provenance.ProvenanceError as exc:
+        public_key = signing_keys.load_public_key(ns.pubkey) if ns.pubkey else None
+    except signing_keys.KeyFileError as exc:
         print(f"FAILED: {exc}")
         return 1
     status = 0

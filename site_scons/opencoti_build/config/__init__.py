@@ -3,6 +3,7 @@
 - ``buildvars``: the command-line variables as a plain table: name, default, help, validation.
 - ``provision``: the pinned cosmocc, fetched the way upstream's make fetches it.
 - ``targets``: which parts of the build the command line asks for.
+- ``signing_keys``: the key files SIGNING_KEY and PUBKEY name, loaded (the provenance Statement's signer and verifier).
 - ``templates``: the files upstream generates from ``*.in`` templates.
 - ``upstream_pin``: the upstream llamafile release and its cosmocc, pinned in one place.
 - ``versioning``: version and tag parsing, and an artifact's identity.

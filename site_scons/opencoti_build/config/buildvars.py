@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from opencoti_build import project
-from opencoti_build.artifacts import provenance
 from opencoti_build.cache import launchers, remote_cache, signing
-from opencoti_build.config import upstream_pin
+from opencoti_build.config import signing_keys, upstream_pin
 from opencoti_build.cosmo import prefix_maps
 from opencoti_build.errors import UserError, os_error_line
 from opencoti_build.formats import zipappend
@@ -407,9 +406,9 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     if "install" in map(str, targets):
         install_bin(env, project)
     if env.get("SIGNING_KEY"):  # a key that cannot sign is refused before the artifacts are written
-        provenance.load_private_key(_resolved(str(env["SIGNING_KEY"]), project))
+        signing_keys.load_private_key(_resolved(str(env["SIGNING_KEY"]), project))
     if env.get("PUBKEY"):  # and one that cannot verify before anything is read
-        provenance.load_public_key(_resolved(str(env["PUBKEY"]), project), "PUBKEY=")
+        signing_keys.load_public_key(_resolved(str(env["PUBKEY"]), project), "PUBKEY=")
     launcher_argv(env, os.environ)
     if env["LLAMACPP"]:  # a checkout of a ggml the description does not know, refused before a byte is written
         upstream.checkout_dir(str(env["LLAMACPP"]), str(_resolved(src, project)), str(project))
