@@ -193,6 +193,20 @@ def test_clean_never_downloads(tmp_path: Path) -> None:
     assert left_behind(tmp_path / "home") == []
 
 
+def test_a_dry_run_never_downloads_and_says_so_in_one_line(tmp_path: Path) -> None:
+    from scons_runs import scons_command
+
+    extra = {"OPENCOTI_COSMOCC": "", provision.TEST_URL: f"http://127.0.0.1:{free_port()}/x.zip",
+             provision.TEST_SHA256: "0" * 64, provision.TEST_HOME: str(tmp_path / "home")}
+    argv, env = scons_command("-n", f"SRC={MINI_TREE}", build=tmp_path / "b", env_extra=extra)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "downloading" not in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"scons: error: cosmocc {VERSION} is not downloaded yet ({tmp_path / 'home' / VERSION}) and a dry run writes "
+        f"nothing: run a build once to download it, or {provision.WAYS_OUT}"]
+    assert not (tmp_path / "home").exists() and [p.name for p in (tmp_path / "b").iterdir()] == ["home"]
+
+
 @pytest.mark.skipif((PROJECT / upstream_pin.LLAMAFILE_PATH / "llamafile" / "version.h").exists(),
                     reason="this checkout has the submodule")
 @pytest.mark.parametrize("target", ["apply", "host"])

@@ -45,10 +45,11 @@ class ProvisionError(UserError):
 
 
 def select(cosmocc: str, project: Path | str, environ: Mapping[str, str] = os.environ,
-           say: Callable[[str], None] = print, fetch: bool = True) -> Toolchain:
+           say: Callable[[str], None] = print, fetch: bool = True, dry_run: bool = False) -> Toolchain:
     """The toolchain ``COSMOCC=cosmocc`` means; downloads the pinned one when it is empty and absent.
 
-    ``fetch=False`` (``scons -c``) names the pinned one's place without downloading it.
+    ``fetch=False`` (``scons -c``) names the pinned one's place without downloading it. ``dry_run`` (``scons -n``,
+    which writes nothing) refuses in one line where a download would be needed.
     """
     if cosmocc == STAND_IN:
         return Toolchain("stand-in", SHIM_DIR)
@@ -60,6 +61,9 @@ def select(cosmocc: str, project: Path | str, environ: Mapping[str, str] = os.en
     sha256 = environ.get(TEST_SHA256) or upstream_pin.COSMOCC_SHA256
     if not fetch and not (home / version).is_dir():
         return Toolchain("cosmocc", (home / version).resolve(), origin=f"pinned {version}, absent")
+    if dry_run and not (home / version).is_dir():
+        raise ProvisionError(f"cosmocc {version} is not downloaded yet ({home / version}) and a dry run writes "
+                             f"nothing: run a build once to download it, or {WAYS_OUT}")
     fetched = ensure(home, version, urls, sha256, say)
     try:
         found = find_toolchain(str(home / version))
