@@ -14,10 +14,11 @@ import them directly. Each package has its own index.
 - ``files``: what identifies a file: its stat identity and its SHA-256, each computed in one place.
 - ``formats``: readers and writers of file formats, with no build knowledge (its own index).
 - ``gpu``: the GPU backends: their registry, architecture tables, sources, toolchains and the DSOs' verification.
-- ``incremental``: what keeps a rebuild exact and cheap: the null build's record, the build lock, temporaries renamed into place, the code a step depends on.
+- ``incremental``: what keeps a rebuild exact and cheap: the null build's record, the build lock, the code a step depends on.
 - ``native``: the native-ELF lane (host gcc, one architecture) over the same source description.
 - ``project``: where the checkout is, derived from this package's location in one place.
 - ``report``: what a build tells: compile_commands.json entries, step lines, the summary line.
 - ``server``: the build server's client, its socket protocol and its inotify watcher (the server: ``opencoti_scons.build_server``).
+- ``tempfiles``: temporaries written beside their destination, renamed into place, swept when dead (every package's).
 - ``tree``: the llamafile source tree: its description as data, the vendored patch series, per-package flags, the binary's own zip store and the web UI.
 """

@@ -40,9 +40,8 @@ import SCons.Action
 import SCons.CacheDir
 import SCons.Util
 
-from opencoti_build import errors, project
+from opencoti_build import errors, project, tempfiles
 from opencoti_build.cache import cache_entry, remote_cache, signing
-from opencoti_build.incremental import tempfiles
 from opencoti_build.report import steplines
 from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun, dry_run_input_rebuilt, moved_inputs

@@ -28,10 +28,10 @@ import SCons.Builder
 import SCons.Subst
 from SCons.Script import BUILD_TARGETS, Default, GetOption
 
-from opencoti_build import errors
+from opencoti_build import errors, tempfiles
 from opencoti_build.cache import launchers
 from opencoti_build.config import buildvars, targets
-from opencoti_build.incremental import null_build, tempfiles
+from opencoti_build.incremental import null_build
 from opencoti_build.report import compdb
 from opencoti_build.tree.sources import CXX_SUFFIXES
 

@@ -1,4 +1,4 @@
-"""opencoti_build.incremental.tempfiles: a live writer's temporary is never swept, a dead writer's always is."""
+"""opencoti_build.tempfiles: a live writer's temporary is never swept, a dead writer's always is."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.incremental import tempfiles
+from opencoti_build import tempfiles
 
 
 def test_a_dead_writers_temporary_is_swept_and_a_live_ones_kept(tmp_path: Path) -> None:

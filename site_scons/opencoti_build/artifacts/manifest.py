@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from opencoti_build import tempfiles
 from opencoti_build.config.versioning import Identity
 from opencoti_build.errors import UserError
 from opencoti_build.formats.zipappend import AppendResult
 from opencoti_build.gpu import backends
-from opencoti_build.incremental import tempfiles
 from opencoti_build.tree import patch_series
 
 MANIFEST_SUFFIX = ".MANIFEST.json"

@@ -36,9 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from opencoti_build import files
+from opencoti_build import files, tempfiles
 from opencoti_build.errors import UserError
-from opencoti_build.incremental import tempfiles
 
 if TYPE_CHECKING:
     from opencoti_build.cosmo.cosmo_toolchain import Toolchain

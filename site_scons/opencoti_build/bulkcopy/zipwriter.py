@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path
 
+from opencoti_build import tempfiles
 from opencoti_build.bulkcopy import copier, replaced
 from opencoti_build.files import identity
 from opencoti_build.formats import zipappend
 from opencoti_build.formats.zipappend import DEFAULT_ALIGN, AppendResult, Entry, EntryInfo, Pending, ZipAppendError
 from opencoti_build.formats.zipstore import ZipStore, read_zip_store
-from opencoti_build.incremental import tempfiles
 from opencoti_build.incremental.timestamps import settled
 
 Digest = Callable[..., None]  # (path, stat, sha256, crc32=None, settled=False): a file read or written whole
@@ -63,7 +63,7 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     """Write ``output`` = ``base`` + ``entries`` (stored, data aligned to ``align``) + one central directory.
 
     ``epoch`` (SOURCE_DATE_EPOCH) timestamps every new entry. The output is written beside
-    itself under a temporary name (opencoti_build.incremental.tempfiles), fsynced, and renamed into place, so a
+    itself under a temporary name (opencoti_build.tempfiles), fsynced, and renamed into place, so a
     failure while writing leaves any previous ``output`` untouched; ``before_replace`` runs just before
     the rename (the packager removes the old manifest there, so no manifest ever describes other bytes).
     The output's SHA-256 may finish after the rename: if it fails then, or the output is written to

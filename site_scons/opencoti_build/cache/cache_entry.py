@@ -8,7 +8,7 @@ restored file whose bytes do not match is removed, so a flipped byte, a truncati
 (a restore from backup, a copy tool, a sharing layer's bug: each whole and self-consistent) is a miss, never an
 output. Who wrote an entry is checked only where a reader asks for it (``trust``: opencoti_build.cache.signing, for
 a tier others can write): an entry it does not vouch for is an :class:`UntrustedEntry`. Entries are written under a
-temporary name (opencoti_build.incremental.tempfiles) and renamed into place: a reader sees a whole entry or none,
+temporary name (opencoti_build.tempfiles) and renamed into place: a reader sees a whole entry or none,
 whoever else is writing; an entry file is never writable by its group or others (who could change it in place).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from opencoti_build.incremental import tempfiles
+from opencoti_build import tempfiles
 
 MAGIC = b"opencoti-cache-entry-v3\0"
 KEY_BYTES = 64  # a hex SHA-256 signature, the longest SCons makes

@@ -29,8 +29,8 @@ import os
 import threading
 from pathlib import Path
 
+from opencoti_build import tempfiles
 from opencoti_build.files import Identity, identity
-from opencoti_build.incremental import tempfiles
 
 PREFIX = "sha256:"
 RECORD_NAME = "file-digests.json"

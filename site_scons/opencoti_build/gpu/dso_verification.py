@@ -10,9 +10,9 @@ import os
 import shutil
 from collections.abc import Sequence
 
+from opencoti_build import tempfiles
 from opencoti_build.formats import elfcheck
 from opencoti_build.gpu import backends
-from opencoti_build.incremental import tempfiles
 
 CORE_LIST = "GGML_CORE_SOURCES in site_scons/opencoti_build/tree/sources.py"
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from opencoti_build.incremental import tempfiles
+from opencoti_build import tempfiles
 
 FILE_NAME = "notes-said.json"
 

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from opencoti_build.incremental import tempfiles
+from opencoti_build import tempfiles
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from opencoti_build import files
-from opencoti_build.incremental import tempfiles
+from opencoti_build import files, tempfiles
 from opencoti_build.server import boundary
 
 SOURCE = Path(__file__).with_name("client.c")

@@ -72,7 +72,7 @@ def _copy(source: Path, dest: Path) -> None:
     import os
     import shutil
 
-    from opencoti_build.incremental import tempfiles
+    from opencoti_build import tempfiles
 
     fd, tmp = tempfiles.create(dest)
     try:
