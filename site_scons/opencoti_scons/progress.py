@@ -109,6 +109,20 @@ class BuildRun:
                 out.write(line + "\n")
                 out.flush()
 
+    def warn(self, topic: str, lines: list[str] | None, always: bool = False) -> None:
+        """WARN ``lines`` on stderr when they are news for ``topic`` (a toolchain that went missing, a ROCm that
+        cannot build some targets), or ``always`` (the backend was asked for by name); None or []: nothing to warn of
+        this run, so the next WARN is news again. Never in what a null build replays: it is said once, as notes are
+        (:meth:`note`)."""
+        if not lines:
+            self.notes.should_say(topic, None)
+            return
+        text = "\n".join(lines)
+        if self.notes.should_say(topic, text) or always:
+            stream = null_build.unrecorded(sys.stderr)
+            stream.write(text + "\n")
+            stream.flush()
+
     def print_step(self, text: str, target: list, source: list, env: Any) -> None:
         """SCons's PRINT_CMD_LINE_FUNC: a step's line with its ``[n/N]``."""
         if target:

@@ -249,6 +249,23 @@ def test_a_note_is_said_again_only_when_its_line_changes_or_verbose_asks(tmp_pat
     assert [p.name for p in said.parent.iterdir()] == ["notes-said.json"]  # written by rename, no temporary left
 
 
+def test_a_warn_is_said_on_stderr_when_it_changes_or_is_asked_for_and_is_news_again_once_gone(tmp_path: Path,
+                                                                                                capsys) -> None:
+    said = tmp_path / "notes-said.json"
+    heard = []
+    for lines, always in [(["WARN: cuda skipped: no nvcc"], False), (["WARN: cuda skipped: no nvcc"], False),
+                          (["WARN: cuda skipped: no nvcc"], True), (None, False), (["WARN: cuda skipped: no nvcc"], False),
+                          (["WARN: a", "WARN: b"], False)]:
+        run, out = _notes_run(said)
+        run.warn("cuda skipped", lines, always=always)
+        run.notes.save()
+        captured = capsys.readouterr()
+        assert out.getvalue() == captured.out == ""  # stderr only
+        heard.append(captured.err)
+    assert heard == ["WARN: cuda skipped: no nvcc\n", "", "WARN: cuda skipped: no nvcc\n", "",
+                     "WARN: cuda skipped: no nvcc\n", "WARN: a\nWARN: b\n"]
+
+
 @pytest.mark.parametrize("content", ["not json", "[1, 2]", '{"toolchain": 3}'])
 def test_a_damaged_notes_file_only_means_the_notes_are_said_again(tmp_path: Path, content: str) -> None:
     said = tmp_path / "notes-said.json"

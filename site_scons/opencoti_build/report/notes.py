@@ -1,5 +1,5 @@
 """Lines a build says once per configuration, not every run: the toolchain it compiles with, the web UI it leaves out,
-a GPU toolchain that is missing or cannot build everything (:func:`warn`).
+a GPU toolchain that is missing or cannot build everything (said by opencoti_scons.progress.BuildRun: note, warn).
 
 Each note has a topic; the line last said for each topic is kept in ``BUILD_DIR/notes-said.json``. A note is said
 when its line differs from the one kept (the first build, a changed COSMOCC, a tree that gained its UI assets), or
@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 from pathlib import Path
-from typing import TextIO
 
 from opencoti_build import tempfiles
 
@@ -56,22 +54,6 @@ class Notes:
             finally:
                 tmp.unlink(missing_ok=True)
         self._changed = False
-
-
-def warn(notes: Notes, topic: str, lines: list[str] | None, always: bool = False, out: TextIO | None = None) -> None:
-    """WARN ``lines`` on stderr (``out``) when they are news for ``topic`` (a toolchain that went missing, a ROCm that
-    cannot build some targets), or ``always`` (the backend was asked for by name); None or []: nothing to warn of
-    this run, so the next WARN is news again. Never in what a null build replays: it is said once, as notes are."""
-    if not lines:
-        notes.should_say(topic, None)
-        return
-    text = "\n".join(lines)
-    if notes.should_say(topic, text) or always:
-        from opencoti_build.incremental import null_build
-
-        stream = null_build.unrecorded(out or sys.stderr)
-        stream.write(text + "\n")
-        stream.flush()
 
 
 def _load(path: Path) -> dict[str, str]:
