@@ -70,6 +70,14 @@ PORTCOSMO_HEADERS: Mapping[str, str] = {  # header -> the include dir it is foun
     f"{LLAMA_PREFIX}vendor/sheredom/subprocess.h": f"{LLAMA_PREFIX}vendor",  # errno -> subprocess_error_*
 }
 
+# Per-file flags a checkout needs beyond the description's, by package. llama-memory-hybrid-idx.cpp destroys a
+# unique_ptr to a type completed later in the file: clang with libc++ at C++23 (cosmocc's -mclang, the default)
+# instantiates the constexpr destructor there and refuses the incomplete type; gcc (-mgcc) instantiates it at the
+# end of the file, as the native lane's does.
+CHECKOUT_FILE_FLAGS: Mapping[str, tuple[sources.FileFlags, ...]] = {
+    sources.LLAMA_LIB.name: (sources.FileFlags(f"{LLAMA_PREFIX}src/llama-memory-hybrid-idx.cpp", ("-mgcc",)),),
+}
+
 # ggml-cpu's per-architecture kernels: the directory of each, and the macro a fat compile's half defines.
 ARCH_ROOT = f"{LLAMA_PREFIX}ggml/src/ggml-cpu/arch"
 ARCH_DIRS: Mapping[str, str] = {"x86_64": "x86", "aarch64": "arm"}
@@ -144,7 +152,8 @@ def package(described: sources.Package, arch_dirs: Sequence[str] = ()) -> source
         iquote=_own(described.iquote) + EXTRA_IQUOTE.get(described.name, ()), isystem=_own(described.isystem),
         defines=tuple(d for d in described.defines if d not in TREE_ONLY_DEFINES) + CMAKE_DEFINES.get(described.name, ()),
         flags=tuple(f for f in described.flags if not (f.startswith("-D") and f[2:] in TREE_ONLY_DEFINES)),
-        per_file=tuple(dataclasses.replace(r, target_arch=None) for r in described.per_file),
+        per_file=tuple(dataclasses.replace(r, target_arch=None) for r in described.per_file)
+        + CHECKOUT_FILE_FLAGS.get(described.name, ()),
     )
 
 
