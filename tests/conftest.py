@@ -149,8 +149,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     left = config.stash.get(_LEFT, [])
     if left:
         terminalreporter.section("left in the checkout", sep="=", red=True, bold=True)
-        terminalreporter.write_line(f"the run left {len(left)} new entr{'y' if len(left) == 1 else 'ies'} in "
-                                    f"`git status --porcelain --ignored` of {PROJECT}; a test must write under its "
+        terminalreporter.write_line(f"the run changed {len(left)} entr{'y' if len(left) == 1 else 'ies'} of "
+                                    f"`git status --porcelain --ignored` in {PROJECT}; a test must write under its "
                                     "tmp_path (another process writing there meanwhile shows up too: rerun):")
         for line in left:
             terminalreporter.write_line(f"  {line}")

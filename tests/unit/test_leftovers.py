@@ -1,5 +1,5 @@
-"""What a run left in the checkout (tests/leftovers.py, checked at every session's end by tests/conftest.py): new
-``git status --porcelain --ignored`` entries, work in progress and the caches aside."""
+"""What a run changed in the checkout (tests/leftovers.py, checked at every session's end by tests/conftest.py): new
+``git status --porcelain --ignored`` entries and ignored ones that went, work in progress and the caches aside."""
 from __future__ import annotations
 
 import leftovers
@@ -14,5 +14,6 @@ def test_only_entries_the_run_added_are_leftovers_and_caches_are_none() -> None:
     assert leftovers.left(before, after) == [" M SConstruct", "!! .sconsign.dblite", "!! key.pem", "?? --help"]
 
 
-def test_what_was_there_and_went_is_no_leftover() -> None:
-    assert leftovers.left(frozenset({"!! build/", "?? notes.txt"}), frozenset()) == []
+def test_an_ignored_entry_that_went_is_one_and_a_commit_made_meanwhile_is_none() -> None:
+    before = frozenset({"!! build/", "!! compile_commands.json", "!! .mypy_cache/", "?? notes.txt", " M README.md"})
+    assert leftovers.left(before, frozenset({"!! build/"})) == ["gone: !! compile_commands.json"]
