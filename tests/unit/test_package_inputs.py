@@ -114,7 +114,7 @@ def test_default_args_for_llama_cpps_server_use_only_its_own_options() -> None:
     """A host built from LLAMACPP= runs llama.cpp's server: no --server, no slot options of the patch series."""
     text = embed_args.default_args("tiny.gguf", "llama-server")
     assert embed_args.parse_words(text) == [
-        "-m", "/zip/tiny.gguf", "--embedding", "--pooling", "last", "--ctx-size", "16384", "--parallel", "2"]
+        "-m", "/zip/tiny.gguf", "--load-mode", "none", "--embedding", "--pooling", "last", "--ctx-size", "16384", "--parallel", "2"]
     assert not set(embed_args.options_used(embed_args.parse_words(text))) & set(embed_args.SERIES_OPTIONS)
 
 

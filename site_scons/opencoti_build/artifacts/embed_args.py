@@ -25,8 +25,11 @@ EMBEDDER_OPTIONS: tuple[tuple[str, ...], ...] = (
 )
 
 # The same embedder on llama.cpp's own server (a host built from LLAMACPP=, which reads .args through the project's
-# main, host/zip_args.c): it is always a server, and has no slot options.
+# main, host/zip_args.c): it is always a server, and has no slot options. It maps its model MAP_SHARED, which
+# cosmopolitan's /zip/ file system refuses (EINVAL: it copies entries into private memory), so it reads it instead
+# (`--load-mode none`, the ggml 0.25 series' spelling of --no-mmap).
 LLAMA_SERVER_OPTIONS: tuple[tuple[str, ...], ...] = (
+    ("--load-mode", "none"),
     ("--embedding",),
     ("--pooling", "last"),
     ("--ctx-size", "16384"),
