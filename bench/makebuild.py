@@ -51,7 +51,7 @@ def makefile(project: Path, tree: Path, build: Path, shim: Path = SHIM_DIR) -> s
     commands = scons_compile_commands(project, tree, build)
     objdir = build / "o"
     out = ["MAKEFLAGS += --no-builtin-rules", ".SUFFIXES:", ".SECONDARY:", "CCACHE ?= ccache",
-           f"AR := {shim}/bin/ar.ape", f"CXX := {shim}/bin/cosmoc++", "", f"{objdir / sources.HOST_PROGRAM.output}:", ""]
+           f"AR := /bin/sh {shim}/bin/ar.ape", f"CXX := {shim}/bin/cosmoc++", "", f"{objdir / sources.HOST_PROGRAM.output}:", ""]
     libs, deps = [], []
     for package in sources.HOST_PROGRAM.packages:
         rels = package.resolve(tree)

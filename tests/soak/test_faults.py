@@ -667,7 +667,7 @@ import errno
 from opencoti_build.cache import cache_entry
 
 
-def full(source, entry):
+def full(source, entry, signer=None):
     raise OSError(errno.ENOSPC, "No space left on device", str(entry))
 
 

@@ -65,7 +65,7 @@ def llamafile_tree(src: str) -> HostTree:
     return HostTree(root=src, llama=None, program=program,
                     packages=tuple((p, tuple(resolved[p.name])) for p in program.packages),
                     zip_paths=tuple(zip_sources.zip_paths(src)), iquote=sources.DEFAULT_IQUOTE, arch_wrappers=(),
-                    objdir="", portcosmo_sources=upstream.PORTCOSMO_SOURCES, portcosmo_headers=upstream.PORTCOSMO_HEADERS)
+                    objdir="")
 
 
 def checkout_tree(llamacpp: str) -> HostTree:

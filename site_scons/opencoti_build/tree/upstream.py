@@ -62,7 +62,7 @@ EXCLUDE: tuple[str, ...] = (
 
 # The files of a checkout whose switch statements go over cosmopolitan's run-time constants (errno values, signal
 # numbers): no compiler takes them without cosmopolitan gcc's -fportcosmo, so the build compiles lowered copies
-# (opencoti_build.tree.portcosmo) in every lane, the llamafile tree's (SRC=) too, where they are the same paths. A source is compiled from its copy; a header's copy is found first,
+# (opencoti_build.tree.portcosmo) in every lane of a checkout. A source is compiled from its copy; a header's copy is found first,
 # through the include dir named beside it. tests/realtree/test_real_cosmocc.py checks this list against every file
 # of llama-cpp-python 0.3.36's tree.
 PORTCOSMO_SOURCES: tuple[str, ...] = (f"{LLAMA_PREFIX}ggml/src/ggml.c",)  # posix_memalign's EINVAL, ENOMEM
