@@ -181,10 +181,14 @@ class _Lowering:
         raise PortcosmoError("a case label without its ':'")
 
     def _own(self, start: int, end: int) -> tuple[list[tuple[str | None, int]], list[int]]:
-        """This switch's labels ((value or None for default, token index)) and its own ``break`` tokens: those not
-        inside a nested switch, or (for breaks) inside a loop."""
-        labels: list[tuple[str | None, int]] = []
+        """This switch's labels ((value or None for default, token index)) and its own ``break`` tokens."""
         breaks: list[int] = []
+        return self._scan(start, end, breaks), breaks
+
+    def _scan(self, start: int, end: int, breaks: list[int] | None) -> list[tuple[str | None, int]]:
+        """The labels between ``start`` and ``end`` that belong to this switch (not to a nested one: a label inside
+        a loop is still its own, Duff's device); its ``break`` tokens go to ``breaks`` (None: inside a loop)."""
+        labels: list[tuple[str | None, int]] = []
         i = start
         while i < end:
             tok = self.toks[i]
@@ -193,7 +197,7 @@ class _Lowering:
                 continue
             if tok.kind == "word" and tok.text in _LOOPS:
                 region = self._region_end(i)
-                labels += self._labels_in(i, region)  # a label inside a loop is still ours (Duff's device)
+                labels += self._scan(i + 1, region, None)  # a break in there is the loop's
                 i = region
                 continue
             if tok.kind == "word" and tok.text == "case":
@@ -203,29 +207,10 @@ class _Lowering:
                 continue
             if tok.kind == "word" and tok.text == "default" and self.toks[_code(self.toks, i + 1)].text == ":":
                 labels.append((None, i))
-            elif tok.kind == "word" and tok.text == "break":
+            elif tok.kind == "word" and tok.text == "break" and breaks is not None:
                 breaks.append(i)
             i += 1
-        return labels, breaks
-
-    def _labels_in(self, start: int, end: int) -> list[tuple[str | None, int]]:
-        """Case labels of this switch inside a loop's region (Duff's device), skipping nested switches."""
-        found: list[tuple[str | None, int]] = []
-        i = start
-        while i < end:
-            tok = self.toks[i]
-            if tok.kind == "word" and tok.text == "switch":
-                i = self._region_end(i)
-                continue
-            if tok.kind == "word" and tok.text == "case":
-                colon = self._colon(i)
-                found.append(("".join(t.text for t in self.toks[i + 1:colon]).strip(), i))
-                i = colon + 1
-                continue
-            if tok.kind == "word" and tok.text == "default" and self.toks[_code(self.toks, i + 1)].text == ":":
-                found.append((None, i))
-            i += 1
-        return found
+        return labels
 
     def _region_end(self, at: int) -> int:
         """The index just past the statement a ``switch``/``for``/``while``/``do`` keyword at ``at`` begins
