@@ -26,6 +26,19 @@ def test_an_entry_restores_its_bytes_and_refuses_any_change(tmp_path: Path) -> N
         assert not (tmp_path / "out.o").exists()  # a refused restore leaves no file behind
 
 
+def test_a_flipped_bit_anywhere_in_an_unsigned_entrys_trailer_is_refused(tmp_path: Path) -> None:
+    """The signature slot too, which nothing verifies in a private tier (a soak seed once flipped a bit there)."""
+    source = tmp_path / "x.o"
+    source.write_bytes(b"object bytes" * 100)
+    entry = tmp_path / "entry"
+    cache_entry.write_entry(source, entry)
+    good = entry.read_bytes()
+    for at in range(len(good) - cache_entry._TRAILER.size, len(good)):
+        entry.write_bytes(good[:at] + bytes([good[at] ^ 0x10]) + good[at + 1:])
+        with pytest.raises(cache_entry.CorruptEntry):
+            cache_entry.read_entry(entry, tmp_path / "out.o")
+
+
 def test_a_relative_root_glued_to_an_include_option_is_neutralised_and_a_define_value_is_not() -> None:
     roots = cache_entry.path_roots([("SRC", "/w/main/tests/fx")], "/w/main")
     assert cache_entry.neutral(b"glslc -Itests/fx/a -L tests/fx/lib -DM=tests/fx -o x tests/fx/b.comp", roots) == (

@@ -127,6 +127,10 @@ def _check_trailer(name: str, key: str, fields: tuple, stored: int) -> Seal:
     magic, length, digest, found, keyid, signature_length, signature = fields
     if magic != MAGIC or length != stored or signature_length > SIGNATURE_BYTES:
         raise CorruptEntry(f"{name} has no valid trailer (truncated or not written by this build)")
+    # The signature slot is exact too (nothing verifies it in a private tier): a key id with a signature, or
+    # neither, and zeros past the signature. A flipped bit there is a corrupt entry, as anywhere else.
+    if bool(any(keyid)) != bool(signature_length) or any(signature[signature_length:]):
+        raise CorruptEntry(f"{name} has a damaged signature slot (a flipped bit, or not written by this build)")
     bound = found.rstrip(b"\0").decode("ascii", "replace")
     if bound != key:
         raise CorruptEntry(f"{name} holds the entry stored under key {bound[:16]}… (swapped or copied over)")
