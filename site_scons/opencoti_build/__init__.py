@@ -15,6 +15,7 @@ import them directly. Each package has its own index.
 - ``formats``: readers and writers of file formats, with no build knowledge (its own index).
 - ``gpu``: the GPU backends: their registry, architecture tables, sources, toolchains and the DSOs' verification.
 - ``incremental``: what keeps a rebuild exact and cheap: the null build's record, the build lock, the code a step depends on.
+- ``locks``: flock, in one place: an exclusive lock on a file, tried or waited for, the pid it names, who holds it now.
 - ``native``: the native-ELF lane (host gcc, one architecture) over the same source description.
 - ``project``: where the checkout is, derived from this package's location in one place.
 - ``report``: what a build tells: compile_commands.json entries, step lines, the summary line.

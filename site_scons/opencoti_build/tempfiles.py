@@ -6,10 +6,11 @@ died (SIGKILL, power loss) and is removed by the next run; a live writer's file 
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import tempfile
 from pathlib import Path
+
+from opencoti_build import locks
 
 
 def create(dest: Path | str) -> tuple[int, Path]:
@@ -17,7 +18,7 @@ def create(dest: Path | str) -> tuple[int, Path]:
     dest = Path(dest)
     while True:
         fd, name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        locks.exclusive(fd)
         # Between mkstemp and the lock the file is an unlocked temporary: another process's remove_stale may have
         # taken it for a dead writer's and removed it (it unlinks before it lets the lock go, so once the lock is
         # ours that is settled). The name is this writer's only if it still holds this file; else take another.
@@ -51,12 +52,9 @@ def remove_stale(directory: Path | str, dest_name: str = "") -> list[Path]:
         except OSError:
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # its writer is alive
-        else:
-            path.unlink(missing_ok=True)
-            removed.append(path)
+            if locks.try_exclusive(fd):  # else its writer is alive
+                path.unlink(missing_ok=True)
+                removed.append(path)
         finally:
             os.close(fd)
     return removed

@@ -41,6 +41,7 @@ import SCons.Script.Main
 
 import opencoti_build
 import opencoti_scons
+from opencoti_build import locks
 from opencoti_build.incremental import build_lock, null_build, private
 from opencoti_build.server import boundary, native_client, protocol
 from opencoti_build.server.watcher import Changes, Watcher
@@ -555,8 +556,7 @@ def main(args: Sequence[str]) -> int:
         if ns.detach:
             if not _detach(project, ns.variables):
                 return 0  # the parent: the server said it is ready
-            os.ftruncate(lock_fd, 0)
-            os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)  # the lock file names the server
+            locks.name_holder(lock_fd)  # the lock file names the server, not the parent that bound it
     warm_imports()
     where = protocol.server_file(project, ns.variables, ".sock")
     fast_client, how = native_client.install(where.parent)  # again after a restart: client.c may have changed
@@ -636,19 +636,14 @@ def _lock_and_listen(dir_fd: int, variable_args: Sequence[str]) -> tuple[socket.
     key = protocol.configuration_key(variable_args)
     lock_fd = os.open(key + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, boundary.PRIVATE_FILE,
                       dir_fd=dir_fd)
-    import fcntl
-
-    try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(lock_fd, 32, 0).decode(errors="replace").strip()
+    if not locks.try_exclusive(lock_fd):
+        holder = locks.named_holder(lock_fd)
         os.close(lock_fd)
         vars_text = " ".join(variable_args)
         raise _Refused(f"a build server for this checkout and configuration runs already (pid {holder or '?'}); "
-                       f"stop it with `python3 -m opencoti_build stop{' ' + vars_text if vars_text else ''}`") from None
+                       f"stop it with `python3 -m opencoti_build stop{' ' + vars_text if vars_text else ''}`")
     os.fchmod(lock_fd, boundary.PRIVATE_FILE)
-    os.ftruncate(lock_fd, 0)
-    os.pwrite(lock_fd, f"{os.getpid()}\n".encode(), 0)
+    locks.name_holder(lock_fd)
     name = protocol.socket_name(variable_args)
     try:  # a killed server's: the lock says none serves it now
         os.unlink(name, dir_fd=dir_fd)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from opencoti_build import locks
 from opencoti_build.errors import UserError
 from opencoti_build.incremental import build_lock
 
@@ -40,7 +41,7 @@ def test_a_second_run_refuses_naming_the_holder_or_waits_for_it(tmp_path: Path) 
     fd = build_lock.acquire(tmp_path / "b", say=said.append, poll=0.05)
     assert holder.poll() is not None, "the lock was granted while its holder was alive"
     assert said == [f"waiting for the build running in {tmp_path / 'b'} (pid {holder.pid}) to finish"]
-    assert not build_lock.lost(tmp_path / "b" / ".lock", fd)
+    assert not locks.replaced(tmp_path / "b" / ".lock", fd)
 
 
 def test_a_killed_holder_leaves_no_lock_behind(tmp_path: Path) -> None:

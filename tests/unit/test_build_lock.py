@@ -9,13 +9,14 @@ import fcntl
 import os
 from pathlib import Path
 
+from opencoti_build import locks
 from opencoti_build.incremental import build_lock, fresh_dirs
 
 
 def test_a_removed_lock_file_is_noticed(tmp_path: Path, capsys) -> None:
     fd = build_lock.acquire(tmp_path / "b", say=lambda line: None)
     (tmp_path / "b" / ".lock").unlink()
-    assert build_lock.lost(tmp_path / "b" / ".lock", fd)
+    assert locks.replaced(tmp_path / "b" / ".lock", fd)
     atexit.unregister(build_lock._say_if_lost)  # said here, not when pytest exits
     build_lock._say_if_lost(tmp_path / "b" / ".lock", fd)
     assert capsys.readouterr().err == (

@@ -14,17 +14,16 @@ of killed downloads are removed by the next one under that lock.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 
+from opencoti_build import locks
 from opencoti_build.config import upstream_pin
 from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR, Toolchain, ToolchainError, find_toolchain
 from opencoti_build.errors import UserError
@@ -81,7 +80,7 @@ def ensure(home: Path, version: str, urls: list[str], sha256: str, say: Callable
         return False  # the rename is the last step: a present dir is a complete one
     try:
         home.mkdir(parents=True, exist_ok=True)
-        with _locked(home / f".{version}.lock"):
+        with locks.holding(home / f".{version}.lock", 0o644):  # waits for a concurrent download to finish
             if target.is_dir():
                 return False  # another build downloaded it while this one waited
             _sweep(home, version)
@@ -96,16 +95,6 @@ def ensure(home: Path, version: str, urls: list[str], sha256: str, say: Callable
     except OSError as exc:
         raise ProvisionError(f"cannot install cosmocc {version} in {home}: {exc.strerror or exc}; {WAYS_OUT}") from exc
     return True
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # waits for a concurrent download to finish
-        yield
-    finally:
-        os.close(fd)
 
 
 def _sweep(home: Path, version: str) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from opencoti_build import locks
 from opencoti_build.errors import UserError, os_error_line
 from opencoti_build.incremental import private
 
@@ -23,14 +23,6 @@ LOCK_NAME = ".lock"
 # lock file -> the fd this process holds it through: an OS resource of the process (released only when it
 # exits), not state of one build, so it lives as long as the process does
 _held: dict[str, int] = {}
-
-
-def _holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
-    except OSError:
-        return ""
-    return text if text.isdigit() else ""
 
 
 def _open(path: Path, build_dir: Path | str) -> int:
@@ -59,26 +51,21 @@ def acquire(build_dir: Path | str, *, wait: bool = True, say: Callable[[str], No
     said = False
     while True:
         fd = _open(path, build_dir)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _holder(fd)
-                who = f"pid {holder}" if holder else "another process"
-                if not wait:
-                    os.close(fd)
-                    raise UserError(f"BUILD_DIR={build_dir} is in use by another build ({who}); "
-                                    "wait for it to finish or use another BUILD_DIR") from None
-                if not said:
-                    say(f"waiting for the build running in {build_dir} ({who}) to finish")
-                    said = True
-                time.sleep(poll)
-        if not lost(path, fd):
+        while not locks.try_exclusive(fd):
+            holder = locks.named_holder(fd)
+            who = f"pid {holder}" if holder else "another process"
+            if not wait:
+                os.close(fd)
+                raise UserError(f"BUILD_DIR={build_dir} is in use by another build ({who}); "
+                                "wait for it to finish or use another BUILD_DIR")
+            if not said:
+                say(f"waiting for the build running in {build_dir} ({who}) to finish")
+                said = True
+            time.sleep(poll)
+        if not locks.replaced(path, fd):
             break
         os.close(fd)  # the file we locked was removed meanwhile (BUILD_DIR deleted): lock the one there now
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    locks.name_holder(fd)
     _held[str(path)] = fd
     atexit.register(_say_if_lost, path, fd)
     return fd
@@ -103,9 +90,8 @@ def briefly(build_dir: Path | str) -> Iterator[bool]:
         # read-only: closing a file opened for writing is an inotify event, which a build server would take
         # for a change in BUILD_DIR
         fd = os.open(Path(build_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held = not lost(Path(build_dir) / LOCK_NAME, fd)
-    except OSError:  # no BUILD_DIR or lock file yet, or another run holds it
+        held = locks.try_exclusive(fd) and not locks.replaced(Path(build_dir) / LOCK_NAME, fd)
+    except OSError:  # no BUILD_DIR or lock file yet
         held = False
     try:
         yield held
@@ -116,44 +102,13 @@ def briefly(build_dir: Path | str) -> Iterator[bool]:
 
 def holder(build_dir: Path | str) -> int | None:
     """The pid the lock file names: the last process that took ``build_dir``'s lock (it may have ended since)."""
-    try:
-        fd = os.open(Path(build_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        named = _holder(fd)
-    finally:
-        os.close(fd)
-    return int(named) if named else None
+    return locks.named_in(Path(build_dir) / LOCK_NAME)
 
 
 def holder_now(build_dir: Path | str) -> int | None:
-    """The pid that holds ``build_dir``'s lock at this moment, None when no process does: the kernel's own record
-    (/proc/locks). The file's pid is written just after the lock is taken, so for that moment :func:`holder`
-    still names the last holder (or nobody); this never does. Where /proc/locks cannot be read: :func:`holder`."""
-    try:
-        st = os.stat(Path(build_dir) / LOCK_NAME)
-    except OSError:
-        return None
-    try:
-        with open("/proc/locks", encoding="ascii") as locks:
-            lines = locks.read().splitlines()
-    except OSError:
-        return holder(build_dir)
-    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in lines:  # "1: FLOCK  ADVISORY  WRITE <pid> <maj>:<min>:<inode> 0 EOF"; a waiter's line has "->"
-        fields = line.split()
-        if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == key:
-            return int(fields[4])
-    return None
-
-
-def lost(path: Path, fd: int) -> bool:
-    """True when ``path`` is no longer the file locked through ``fd`` (removed or replaced meanwhile)."""
-    try:
-        return os.stat(path).st_ino != os.fstat(fd).st_ino
-    except OSError:
-        return True
+    """The pid that holds ``build_dir``'s lock at this moment, None when no process does (locks.holder_now): for
+    the moment between a run's lock and its pid written, :func:`holder` still names the last holder."""
+    return locks.holder_now(Path(build_dir) / LOCK_NAME)
 
 
 def release(build_dir: Path | str) -> None:
@@ -165,7 +120,7 @@ def release(build_dir: Path | str) -> None:
 
 
 def _say_if_lost(path: Path, fd: int) -> None:
-    if _held.get(str(path)) == fd and lost(path, fd):  # e.g. BUILD_DIR deleted mid-run: another run could have taken a new lock
+    if _held.get(str(path)) == fd and locks.replaced(path, fd):  # e.g. BUILD_DIR deleted mid-run: another run could have taken a new lock
         sys.stderr.write(f"scons: warning: the build lock {path} was removed during this run (was BUILD_DIR "
                          "deleted?), so another build may have run at the same time; run scons again\n")
 

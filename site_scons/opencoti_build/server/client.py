@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from opencoti_build import locks
 from opencoti_build.server import boundary, protocol
 
 _RETRIES = 100  # a server restarting for new code answers again within a second or so
@@ -204,9 +205,11 @@ def _configuration_of(dir_fd: int, name: str) -> list[str] | None:
     try:
         fd = os.open(key + ".lock", os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW, dir_fd=dir_fd)
         try:
-            pid = int(os.pread(fd, 32, 0).decode().strip())
+            pid = locks.named_holder(fd)
         finally:
             os.close(fd)
+        if pid is None:
+            return None
         argv = [a.decode(errors="surrogateescape") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
     except (OSError, ValueError):
         return None
@@ -218,18 +221,6 @@ def _configuration_of(dir_fd: int, name: str) -> list[str] | None:
 
 def _wait_for_exit(lock: os.PathLike[str] | str, seconds: float = 10.0) -> None:
     """Until the server has let go of its lock (it exits right after answering): a new serve may start then."""
-    import fcntl
-
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            time.sleep(0.01)
-        finally:
-            os.close(fd)
+    while time.monotonic() < deadline and not locks.is_free(lock):
+        time.sleep(0.01)
