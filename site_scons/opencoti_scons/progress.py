@@ -56,6 +56,9 @@ class BuildRun:
         self.started = started or time.time()
         self.planned = 0
         self.reports: list[Report] = []  # lines printed just before the summary, which stays last
+        # lines after the reports that depend only on the graph and its outputs (how to run each artifact), which a
+        # null build prints too: its record keeps them (opencoti_build.incremental.null_build)
+        self.standing: list[Report] = []
         self.digests = file_digests.Digests()  # SHA-256s of files the run read or wrote whole (the packager's)
         self.stamps = Stamps()  # the decider's stamps, a file's stat within its timestamp tick withheld
         self.memo = memo or null_build.Memo()  # what the reading computes, carried between runs by the null build
@@ -209,12 +212,17 @@ class BuildRun:
     def end_lines(self, now: float | None = None) -> list[str]:
         """The reports' lines, then the summary line; after Ctrl-C, one line alone."""
         if self.dry_run:
-            return [*(line for report in self.reports for line in report()), summary.dry_line(self.counts)]
+            return [*(line for report in self.reports for line in report()), *self.standing_lines(),
+                    summary.dry_line(self.counts)]
         done = summary.line(self.counts, (now or time.time()) - self.started)
         if self.interrupted:
             return [f"interrupted: {done}; the next build redoes what this one left (nothing unfinished is kept)"]
         lines = [*self.unsettled_line(), *(line for report in self.reports for line in report())]
-        return [*lines, done]
+        return [*lines, *self.standing_lines(), done]
+
+    def standing_lines(self) -> list[str]:
+        """The lines of the standing reports: what a null build prints before its summary."""
+        return [line for report in self.standing for line in report()]
 
     def say_end(self) -> None:
         """The end of the build: the trace written, then the end lines."""

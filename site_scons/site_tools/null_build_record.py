@@ -5,8 +5,8 @@ too), and writes the record at exit when the build phase ended (SCons wrote its 
 cannot be written (a full disk) is one error line and exit 2, and no record.
 
 Construction variables: none read or set. Load it once, with ``recorder=`` (a ``null_build.Recorder``) and
-``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose step count goes into the record); it wraps SCons's
-task preparation and its sconsign write (through opencoti_scons.engine).
+``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose step count and standing lines go into the record); it
+wraps SCons's task preparation and its sconsign write (through opencoti_scons.engine).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _sconsign_write(recorder: Recorder, write: Any) -> Any:
 def _finish(recorder: Recorder, run: BuildRun) -> None:
     failed = bool(SCons.Script.GetBuildFailures()) or bool(engine.exit_status())
     try:
-        recorder.finish(failed, run.steps())
+        recorder.finish(failed, run.steps(), run.standing_lines())
     except OSError:
         pass  # no record is always safe: the next run takes the full path
 

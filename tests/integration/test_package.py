@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from opencoti_build.config import versioning
+from opencoti_build.incremental import null_build
 from opencoti_build.report import summary
 
 from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
@@ -138,8 +139,16 @@ def test_repackaging_happens_only_when_inputs_change_and_is_byte_identical(tmp_p
     argv = (f"HOST={inputs['pledge']}", f"MODEL={inputs['model']}", f"ARGS={inputs['args']}")
     package(tmp_path, *argv)
     first = {p.name: p.read_bytes() for p in dist(tmp_path).iterdir()}
-    again = package(tmp_path, *argv)
-    assert "PACKAGE" not in again.stdout and "MANIFEST" not in again.stdout
+    current = package(tmp_path, *argv)  # nothing to do; recorded (the first run made the directories it read)
+    assert "PACKAGE" not in current.stdout and "MANIFEST" not in current.stdout
+    full = package(tmp_path, *argv, "--debug=explain")  # never recorded: SCons evaluates the graph, finds it current
+    record = tmp_path / "b" / "out" / null_build.RECORD_NAME
+    recorded = record.stat()
+    again = package(tmp_path, *argv)  # a null build: answered from the record, which stays as it was
+    assert (record.stat().st_mtime_ns, record.stat().st_ino) == (recorded.st_mtime_ns, recorded.st_ino)
+    assert [line for line in again.stdout.splitlines() if line.startswith("run: ")] == [
+        line for line in full.stdout.splitlines() if line.startswith("run: ")] != []
+    assert summary.parse(again.stdout) == summary.parse(full.stdout) and again.stderr == full.stderr
     for p in dist(tmp_path).iterdir():
         p.unlink()
     package(tmp_path, *argv)

@@ -42,10 +42,22 @@ def kept(record: null_build.Record, path: Path) -> null_build.Record | None:
     ([], True), (["-Q", "-j4", "host"], True), (["-j", "2", "-k", "-s"], True), (["-C", "/x", "VERBOSE=1"], True),
     (["--jobs=3", "cuda"], True), (["MODEL=package"], True),
     (["-n"], False), (["-q"], False), (["-c"], False), (["--debug=explain"], False), (["-j"], False),
-    (["-jx"], False), (["package"], False), (["verify", "-Q"], False), (["--cache-disable"], False),
+    (["-jx"], False), (["package"], True), (["verify", "-Q"], False), (["--cache-disable"], False),
 ])
 def test_which_command_lines_may_take_the_fast_path(args: list[str], fast: bool) -> None:
     assert null_build.eligible(args) is fast
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (["package", "verify"], "verify reads every artifact whole, each time"),
+    (["install", "PREFIX=/p"], "install writes outside the build's directories"),
+    (["TRACE=t.json"], "TRACE= is written by the build phase, which the fast path skips"),
+    (["-j", "x"], "the option value 'x'"), (["-j"], "an option without its value"),
+    (["--debug=explain"], "the option --debug=explain (only -Q, -s, -k, -j N and -C DIR leave a run recordable)"),
+    (["package", "TRACE="], None), (["MODEL=verify", "package"], None),
+])
+def test_why_a_command_line_is_never_recorded_is_said_in_words(args: list[str], why: str | None) -> None:
+    assert null_build.why_never_recorded(args) == why
 
 
 def test_difference_names_what_changed(tmp_path: Path) -> None:
@@ -124,7 +136,7 @@ def test_a_damaged_record_takes_the_full_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "fast"), [
     (["-j", "x", "host"], False), (["-j", "2", "-Q", "-C", "/co", "host"], True), (["--jobs=4", "-k", "--quiet"], True),
     (["--directory=/co", "-s"], True), (["-C/co", "-j2", "-Q"], True), (["--jobs=a=b"], False),
-    (["--cache-debug=x=y"], False), (["MODEL=verify", "package"], False), (["-Q", "verify"], False),
+    (["--cache-debug=x=y"], False), (["MODEL=verify", "package"], True), (["-Q", "verify"], False),
 ])
 def test_every_argument_is_checked_not_only_the_first(args: list[str], fast: bool) -> None:
     assert null_build.eligible(args) is fast

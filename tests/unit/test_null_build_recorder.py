@@ -41,10 +41,10 @@ def write(path: Path, text: str = "x", mode: int = 0o644) -> Path:
     return path
 
 
-def finish(rec: null_build.Recorder, failed: bool = False) -> null_build.Record | None:
+def finish(rec: null_build.Recorder, failed: bool = False, end_lines: tuple[str, ...] = ()) -> null_build.Record | None:
     null_build.reading_done(rec)
     rec.build_ended = True
-    rec.finish(failed, steps=4)
+    rec.finish(failed, steps=4, end_lines=end_lines)
     return null_build.Record.load(rec.record_path)
 
 
@@ -60,9 +60,10 @@ def test_a_successful_run_records_what_it_observed_and_classifies_it(tmp_path: P
     rec.audit("os.listdir", (str(listed),))
     rec.read_phase.append((1, "NOTE: toolchain\n"))
     rec.memo["compdb"] = "d1"
-    record = finish(rec)
+    record = finish(rec, end_lines=("run: sh dist/a.llamafile",))
     assert record is not None and record.steps == 4 and record.args == ["-Q"] and record.interpreter == RUNNING
     assert (record.replay, record.memo) == ([(1, "NOTE: toolchain\n")], {"compdb": "d1"})
+    assert record.end_lines == ["run: sh dist/a.llamafile"]
     assert str(tmp_path / "bin") in record.reading_found
     assert record.paths[str(opened)] == null_build.signature(str(opened), False)
     assert record.listed >= {str(listed)} and record.paths[str(listed)][0] == "d"
@@ -173,14 +174,15 @@ def test_git_files_follow_the_head_ref_and_the_c_option(tmp_path: Path) -> None:
 
 
 def test_the_fast_path_prints_what_a_full_null_build_prints(capsys) -> None:
-    record = null_build.Record([], "/co", {}, RUNNING, {}, set(), [], (), [(1, "NOTE: a\n"), (2, "WARN: b\n")], 7)
+    record = null_build.Record([], "/co", {}, RUNNING, {}, set(), [], (), [(1, "NOTE: a\n"), (2, "WARN: b\n")], 7,
+                               end_lines=["run: sh a.llamafile"])
     null_build.replay(record, quiet=False, seconds=0.5)
     out, err = capsys.readouterr()
     assert err == "WARN: b\n"
     assert out == ("NOTE: a\nscons: done reading SConscript files.\nscons: Building targets ...\n"
-                   "scons: done building targets.\n0 compiled, 0 from cache, 7 up to date in 0.5 s\n")
+                   "scons: done building targets.\nrun: sh a.llamafile\n0 compiled, 0 from cache, 7 up to date in 0.5 s\n")
     null_build.replay(record, quiet=True, seconds=0.5)
-    assert capsys.readouterr().out == "NOTE: a\n0 compiled, 0 from cache, 7 up to date in 0.5 s\n"
+    assert capsys.readouterr().out == "NOTE: a\nrun: sh a.llamafile\n0 compiled, 0 from cache, 7 up to date in 0.5 s\n"
 
 
 def test_the_reading_phase_output_is_kept_and_still_written(tmp_path: Path, capsys) -> None:

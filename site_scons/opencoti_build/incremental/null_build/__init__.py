@@ -7,9 +7,9 @@ touches the file system: every path it stat'ed (``os.stat``/``os.lstat``: existe
 node stats, ``shutil.which``), opened (audit event ``open``), listed (``os.listdir``/``os.scandir``)
 or ran (``subprocess.Popen``, with the git files a ``git -C`` probe reads), every imported module's
 file, its command line, working directory and whole environment. The next run compares all of it
-first: when nothing differs it prints what the recorded run printed while reading and the summary,
-and exits. Any difference, and any run this cannot vouch for, takes the
-full path, which decides exactly as before.
+first: when nothing differs it prints what the recorded run printed while reading, the lines before its summary
+that a null build prints too (how to run what ``package`` made), and the summary, and exits. Any difference, and
+any run this cannot vouch for, takes the full path, which decides exactly as before.
 
 When only the build phase's files changed (an edit of a source or header: nothing the SConscripts read
 or listed, no code, no variable), the full run's reading is the recorded one's, so it may reuse what that
@@ -17,8 +17,9 @@ reading computed (:class:`Memo`: the compile database's digest) and, while no fi
 looked at appeared or vanished, the includes SCons scanned (its implicit cache): :func:`carry_over`.
 Such a run keeps every recorded path in its own record, since it skips the work that observed them.
 
-Never recorded, so never fast: runs with options other than -Q, -s, -k, -j N; runs asking for
-``package``, ``verify`` or ``install``, or for a trace (``TRACE=``); runs whose graph holds a step that always runs; failed or interrupted runs; and a run during which
+Never recorded, so never fast: runs with options other than -Q, -s, -k, -j N, -C DIR; runs asking for ``verify`` or
+``install``, or for a trace (``TRACE=``) (:func:`why_never_recorded` says which); runs whose graph holds a step
+that always runs; failed or interrupted runs; and a run during which
 a file it read outside the output directories changed (its stat at the end differs from the first
 one seen: it may have been read before the change).
 
@@ -50,6 +51,7 @@ from opencoti_build.incremental.null_build.check import (
     eligible,
     paths_difference,
     settings_difference,
+    why_never_recorded,
 )
 from opencoti_build.incremental.null_build.observe import Recorder, reading_done, start, unrecorded
 from opencoti_build.incremental.null_build.record import (
@@ -68,4 +70,4 @@ from opencoti_build.incremental.null_build.record import (
 from opencoti_build.incremental.null_build.replay import replay
 
 __all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "signed", "environment", "sealed", "Record", "interpreter",
-           "record_file", "key_file", "eligible", "difference", "settings_difference", "paths_difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]
+           "record_file", "key_file", "eligible", "why_never_recorded", "difference", "settings_difference", "paths_difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]

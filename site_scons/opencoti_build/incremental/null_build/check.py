@@ -13,17 +13,27 @@ from opencoti_build.incremental.null_build.record import Record, Signature, seal
 _FREE_OPTIONS = {"-Q", "-s", "--silent", "--quiet", "-k", "--keep-going"}
 _WITH_VALUE: dict[str, Callable[[str], bool]] = {"-j": str.isdigit, "--jobs": str.isdigit,
                                                  "-C": bool, "--directory": bool}
-_NEVER_FAST = {"package", "verify", "install"}  # their checks read whole artifacts: always the full path
-_NEVER_FAST_VARIABLES = {"TRACE"}  # its file is written by the build phase, which the fast path skips
+# Targets whose runs are never recorded, and why: a run asking for one always takes the full path.
+_NEVER_FAST = {
+    "verify": "verify reads every artifact whole, each time",
+    "install": "install writes outside the build's directories",
+}
+_NEVER_FAST_VARIABLES = {"TRACE": "TRACE= is written by the build phase, which the fast path skips"}
 
 
 def eligible(args: Sequence[str]) -> bool:
     """Whether a run with these command-line arguments (after the program name) may take the fast path."""
+    return why_never_recorded(args) is None
+
+
+def why_never_recorded(args: Sequence[str]) -> str | None:
+    """Why a run with these command-line arguments (after the program name) is never recorded, so never answered
+    from a record, in words; None when it may be."""
     value_check: Callable[[str], bool] | None = None
     for arg in args:
         if value_check is not None:
             if not value_check(arg):
-                return False
+                return f"the option value {arg!r}"
             value_check = None
             continue
         if arg in _FREE_OPTIONS:
@@ -35,13 +45,13 @@ def eligible(args: Sequence[str]) -> bool:
         if option in _WITH_VALUE and value and _WITH_VALUE[option](value):
             continue  # -j4, --jobs=4, -Cdir, --directory=dir
         if arg.startswith("-"):
-            return False
+            return f"the option {arg} (only -Q, -s, -k, -j N and -C DIR leave a run recordable)"
         if "=" not in arg and arg in _NEVER_FAST:
-            return False
-        if arg.partition("=")[0] in _NEVER_FAST_VARIABLES and arg.partition("=")[2]:
-            return False
-    return value_check is None
-
+            return _NEVER_FAST[arg]
+        name, _, value = arg.partition("=")
+        if name in _NEVER_FAST_VARIABLES and value:
+            return _NEVER_FAST_VARIABLES[name]
+    return None if value_check is None else "an option without its value"
 
 
 def difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],

@@ -225,8 +225,9 @@ class Recorder:
         finally:
             self._busy.on = False
 
-    def finish(self, failed: bool, steps: int) -> None:
-        """Write the record, or remove a stale one, once the run is over (``steps``: the summary's count).
+    def finish(self, failed: bool, steps: int, end_lines: Sequence[str] = ()) -> None:
+        """Write the record, or remove a stale one, once the run is over (``steps``: the summary's count;
+        ``end_lines``: what the run printed before its summary that a null build prints too).
 
         A run refused while reading (bad input) leaves the record alone: it wrote nothing, and anything a
         read-time step changed (an apply) changes stats the record holds."""
@@ -258,7 +259,7 @@ class Recorder:
         args, environ = sealed(key, self.args, self.environ)
         Record(args, self.cwd, environ, self.interpreter, paths, self.listed, self.present, self.hidden,
                self.read_phase, steps, (self.reading | code) & paths.keys(),
-               (self.reading_found - code) & paths.keys(), self.memo, unsettled).dump(self.record_path)
+               (self.reading_found - code) & paths.keys(), self.memo, unsettled, list(end_lines)).dump(self.record_path)
 
     def _settle(self, late: dict[str, int], paths: dict[str, Signature]) -> set[str]:
         """Outputs whose stat is not settled yet: waited for when their tick ends within SETTLE_WAIT_NS (a jiffy where

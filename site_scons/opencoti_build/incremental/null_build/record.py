@@ -22,7 +22,8 @@ from opencoti_build.incremental import private, timestamps
 
 RECORD_NAME = ".null-build"
 KEY_SUFFIX = ".key"  # BUILD_DIR/.null-build.key: the key of the record's digests
-FORMAT = 5  # 3: the fields by name; 4: no top-level targets (no "is up to date" lines); 5: digests, unsettled paths
+FORMAT = 6  # 3: the fields by name; 4: no top-level targets (no "is up to date" lines); 5: digests, unsettled paths;
+# 6: the lines before the summary
 _VOLATILE_ENV = {"_", "OLDPWD"}  # set by the shell per command, read by nothing here
 Signature = tuple | None
 
@@ -90,6 +91,7 @@ class Record:
     reading_found: set[str] = field(default_factory=set)  # what they only stat'ed: its existence counts
     memo: dict[str, str] = field(default_factory=dict)  # what reading computed (see :func:`carry_over`)
     unsettled: set[str] = field(default_factory=set)  # stat'ed within their timestamp tick: the record cannot vouch
+    end_lines: list[str] = field(default_factory=list)  # printed before the summary, as a null build prints them
     key: bytes = field(default=b"", compare=False, repr=False)  # of the digests: kept beside the record, not in it
 
     @classmethod

@@ -1,5 +1,6 @@
-"""The fast path's output: what the recorded run printed while reading, then the summary (no "is up to date"
-lines: a full run drops them too, the summary counts what is current)."""
+"""The fast path's output: what the recorded run printed while reading, then the lines it printed before its summary
+that a run finding nothing to do prints too (how to run each artifact `package` made), then the summary (no "is up
+to date" lines: a full run drops them too, the summary counts what is current)."""
 from __future__ import annotations
 
 import sys
@@ -20,6 +21,7 @@ def replay(record: Record, quiet: bool, seconds: float) -> None:
         out.write("scons: done reading SConscript files.\nscons: Building targets ...\n")
     if not quiet:
         out.write("scons: done building targets.\n")
+    out.writelines(line + "\n" for line in record.end_lines)
     out.write(summary.line(summary.Counts(current=record.steps), seconds) + "\n")
     out.flush()
 
