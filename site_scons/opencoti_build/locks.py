@@ -12,7 +12,8 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
-from pathlib import Path
+
+PathName = str | os.PathLike[str]
 
 
 def try_exclusive(fd: int) -> bool:
@@ -30,7 +31,7 @@ def exclusive(fd: int) -> None:
 
 
 @contextlib.contextmanager
-def holding(path: Path | str, mode: int) -> Iterator[int]:
+def holding(path: PathName, mode: int) -> Iterator[int]:
     """``path`` (created with ``mode`` when absent) locked for the block, once its holder lets go: its descriptor."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
     try:
@@ -41,7 +42,7 @@ def holding(path: Path | str, mode: int) -> Iterator[int]:
 
 
 @contextlib.contextmanager
-def _read_only(path: Path | str) -> Iterator[int | None]:
+def _read_only(path: PathName) -> Iterator[int | None]:
     """``path`` open for reading for the block (closing a file opened for writing is an inotify event, which a build
     server would take for a change); None when it cannot be opened."""
     try:
@@ -55,7 +56,7 @@ def _read_only(path: Path | str) -> Iterator[int | None]:
         os.close(fd)
 
 
-def is_free(path: Path | str) -> bool:
+def is_free(path: PathName) -> bool:
     """Whether no process holds ``path``'s lock (an absent file is free); the lock is not kept."""
     with _read_only(path) as fd:
         return fd is None or try_exclusive(fd)
@@ -76,7 +77,7 @@ def named_holder(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def replaced(path: Path | str, fd: int) -> bool:
+def replaced(path: PathName, fd: int) -> bool:
     """Whether ``path`` is no longer the file locked through ``fd`` (removed or replaced since it was opened)."""
     try:
         return os.stat(path).st_ino != os.fstat(fd).st_ino
@@ -84,7 +85,7 @@ def replaced(path: Path | str, fd: int) -> bool:
         return True
 
 
-def holder_now(path: Path | str) -> int | None:
+def holder_now(path: PathName) -> int | None:
     """The pid that holds ``path``'s lock at this moment, None when no process does, from the kernel's own record
     (/proc/locks): a holder writes its pid just after it takes the lock, so for that moment the file still names
     the last one. Where /proc/locks cannot be read: the pid the file names."""
@@ -105,7 +106,7 @@ def holder_now(path: Path | str) -> int | None:
     return None
 
 
-def named_in(path: Path | str) -> int | None:
+def named_in(path: PathName) -> int | None:
     """The pid the lock file at ``path`` names (:func:`named_holder`); None when there is no such file."""
     with _read_only(path) as fd:
         return None if fd is None else named_holder(fd)
