@@ -36,7 +36,6 @@ import threading
 import time
 from typing import Any
 
-import SCons.Action
 import SCons.CacheDir
 import SCons.Util
 
@@ -77,7 +76,7 @@ class Tiers:
     def debug(self, text: str) -> None:
         """One ``--cache-debug`` line (SCons's own format): to stdout for ``-``, else to the file, which this run
         truncates once (SCons reopens it for every CacheDir object, so two environments' lines would clobber)."""
-        where = SCons.CacheDir.cache_debug
+        where = engine.cache_debug()
         if not where:
             return
         if where == "-":
@@ -158,7 +157,7 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
 
     def read_config(self, path: str) -> None:
         config = os.path.join(path, "config")
-        if not SCons.Action.execute_actions and not os.path.isfile(config):
+        if not engine.executes_actions() and not os.path.isfile(config):
             self.config, self.writable = {"prefix_len": SCons.CacheDir.CACHE_PREFIX_LEN}, False  # -n writes nothing
             return
         try:
@@ -229,16 +228,16 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         # Only when asked: cachepath() after a fetch may compute a key again, reading its inputs' signatures at
         # another moment; made on every retrieve, the seeded edit-during-build trials (tests/soak/test_faults.py)
         # found 6 of 24 rebuilds differing from a clean build.
-        if SCons.CacheDir.cache_debug:
+        if engine.cache_debug():
             self.CacheDebug("CacheRetrieve(%s):  retrieving from %s\n" if fetched else
                             "CacheRetrieve(%s):  %s not in cache\n", node, self.cachepath(node)[1])
         if not fetched:
             return False
         self.hits += 1
         peers = node.get_executor().get_all_targets()
-        if SCons.Action.print_actions and node is peers[0]:  # one line per step, numbered as every step line
+        if engine.prints_actions() and node is peers[0]:  # one line per step, numbered as every step line
             self.tiers.run.say_step(node, steplines.cached_line([str(t) for t in peers]))
-        if SCons.CacheDir.cache_show:
+        if engine.cache_show():
             node.build(presub=0, execute=0)
         return True
 
@@ -251,15 +250,15 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
         if not all(os.path.isfile(e) for e in entries):
             return self._miss(node, peers)  # a pair comes out whole or not at all
         _, cachefile = self.cachepath(node)
-        if SCons.Action.execute_actions and node is peers[0]:
+        if engine.executes_actions() and node is peers[0]:
             refused = self._peers_refused(node, entries)
             if refused == "corrupt":
                 return False
             if refused:  # outdated (a miss), or untrusted: the remote tier may hold the step whole and signed
                 return self._miss(node, peers, counted=refused == "outdated")
-        if not SCons.Action.execute_actions and not all(self._vouched(e) for e in entries):
+        if not engine.executes_actions() and not all(self._vouched(e) for e in entries):
             return self._miss(node, peers)  # what a build would refuse, a dry run does not count from the cache
-        if SCons.Action.execute_actions:
+        if engine.executes_actions():
             try:
                 cache_entry.read_entry(cachefile, node.get_abspath(), self.tiers.local_policy)
             except cache_entry.UntrustedEntry as exc:
@@ -334,7 +333,7 @@ class VerifiedCacheDir(engine.ConfiguredCacheDir):
             pass
 
     def push(self, node):
-        if self.is_readonly() or not self.is_enabled() or node.nocache or not SCons.Action.execute_actions:
+        if self.is_readonly() or not self.is_enabled() or node.nocache or not engine.executes_actions():
             return None
         if self.tiers.local_shared is not None and self.tiers.signer is None:
             return None  # a shared CACHE_DIR is given signed entries only
@@ -409,7 +408,7 @@ def _portable_signature(node) -> str:
     contents = executor.get_contents() if executor is not None else b""
     sigs.append(SCons.Util.hash_signature(cache_entry.neutral_command(contents, roots)))
     sigs.append(cache_entry.neutral(node.get_abspath().encode(), roots).decode())
-    return SCons.Util.hash_collect(sigs)
+    return engine.combined_signature(sigs)
 
 
 class RemoteVerifiedCacheDir(VerifiedCacheDir):
@@ -434,7 +433,7 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
     def _miss(self, node, peers: list, counted: bool = True) -> bool:
         super()._miss(node, peers, counted)
         remote = self.tiers.remote
-        if remote is None or not SCons.Action.execute_actions or not self.tiers.reads(shared=True):
+        if remote is None or not engine.executes_actions() or not self.tiers.reads(shared=True):
             return False
         entries = [self.cachepath(t)[1] for t in peers]
         keys = [os.path.basename(e) for e in entries]
@@ -471,7 +470,7 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
         super().push(node)
         remote = self.tiers.remote
         if (remote is None or remote.signer is None or SCons.CacheDir.CacheDir.is_readonly(self)
-                or not self.is_enabled() or node.nocache or not SCons.Action.execute_actions or moved_inputs(node)):
+                or not self.is_enabled() or node.nocache or not engine.executes_actions() or moved_inputs(node)):
             return None  # unsigned, nothing goes to a shared tier
         if remote.push_file(os.path.basename(self.cachepath(node)[1]), node.get_abspath()):
             self.tiers.remote_counts.add("pushed")

@@ -1,5 +1,6 @@
-"""The one module that touches SCons internals: every replacement of an SCons function or method, and every
-private SCons name the build reads, is here, gated on the SCons releases it was written against.
+"""The one module that touches SCons internals: every replacement of an SCons function or method, every
+private SCons name the build reads, and every module-level switch of SCons's (``-n``, ``-s``, ``--cache-debug``, ...)
+the build looks at, is here, gated on the SCons releases it was written against.
 
 SCons offers no public extension point for what these do (its Decider decides from inputs only, ``Progress``
 runs before a node is evaluated, not after it is built, and ``SConsign`` has no write hook); each entry of
@@ -17,17 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import SCons
+import SCons.Action
 import SCons.CacheDir
 import SCons.dblite
 import SCons.Errors
 import SCons.Executor
 import SCons.Node
+import SCons.Node.Alias
 import SCons.Node.FS
 import SCons.SConsign
 import SCons.Script
 import SCons.Script.Main
 import SCons.Taskmaster
 import SCons.Taskmaster.Job
+import SCons.Util
 
 from opencoti_build.errors import UserError, fail, interrupted
 
@@ -164,6 +168,56 @@ class ConfiguredCacheDir(SCons.CacheDir.CacheDir):
 
     def read_config(self, path: str) -> None:
         raise NotImplementedError
+
+
+# --- SCons's switches, read here only ------------------------------------------------------------------
+# SCons keeps its command line's settings in module attributes its Main sets; none is public API, and a release may
+# move one. tests/unit/test_engine.py allows the other build files only the public SCons names it lists.
+
+def executes_actions() -> bool:
+    """Whether SCons runs the steps' commands: False under ``scons -n`` (and ``-q``), which decide only."""
+    return bool(SCons.Action.execute_actions)
+
+
+def prints_actions() -> bool:
+    """Whether SCons prints each step's line: False under ``-s``."""
+    return bool(SCons.Action.print_actions)
+
+
+def cache_debug() -> str | None:
+    """``--cache-debug=FILE``'s FILE (``-``: stdout), or None without the option."""
+    return SCons.CacheDir.cache_debug or None
+
+
+def cache_show() -> bool:
+    """``--cache-show``: a step restored from the cache prints the command that would have built it."""
+    return bool(SCons.CacheDir.cache_show)
+
+
+def hash_chunksize() -> int:
+    """The block size SCons hashes files in (``--hash-chunksize``, in bytes)."""
+    return int(SCons.Node.FS.File.hash_chunksize)
+
+
+def find_file(name: str, directories: tuple[Any, ...]) -> Any:
+    """The file node ``name`` found in the first of ``directories`` that has it (SCons's memoised FileFinder, the
+    one its own C scanner searches with), or None."""
+    return SCons.Node.FS.find_file(name, directories)
+
+
+def interned(text: Any) -> str:
+    """``text`` as the interned string SCons's scanners key their results by."""
+    return SCons.Util.silent_intern(text)
+
+
+def combined_signature(signatures: list[str]) -> str:
+    """One signature of ``signatures`` in order, as SCons combines a node's children's into its build signature."""
+    return SCons.Util.hash_collect(signatures)
+
+
+def alias(name: str) -> Any:
+    """The Alias node called ``name`` the SConscripts made, or None (SCons's default alias name space)."""
+    return SCons.Node.Alias.default_ans.lookup(name)
 
 
 # --- private SCons names, read here only ----------------------------------------------------------------

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import SCons.Node.FS
 import SCons.Scanner
 import SCons.Util
 
 from opencoti_build.tree.sources import CXX_SUFFIXES
+from opencoti_scons import engine
 
 # The sources a compile scans (a builder's source_scanner is used whatever the suffix; these key the
 # scanner where a tool registers it by suffix).
@@ -32,7 +32,7 @@ class IncludeScanner(SCons.Scanner.ClassicCPP):
         dirs = tuple(path[1:])
         delimiter, name = SCons.Util.to_str(include[0]), SCons.Util.to_str(include[1])
         search = (source_dir,) + dirs if delimiter == '"' else dirs[n_quote:]
-        return SCons.Node.FS.find_file(name, search), SCons.Util.silent_intern(name)
+        return engine.find_file(name, search), engine.interned(name)
 
 
 def include_scanner(name: str = "IncludeScanner", suffixes: Sequence[str] = SOURCE_SUFFIXES,

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import SCons.Action
 import SCons.Node
 import SCons.Node.FS
 
@@ -240,7 +239,7 @@ class BuildRun:
 def dry_run_input_rebuilt(node: Any) -> bool:
     """In ``scons -n``, whether an input of ``node`` would have been rebuilt by this run: the dry run wrote none, so
     the old input still stands there, yet the step would run (``make -n``'s answer) and its cache key is unknown."""
-    return not SCons.Action.execute_actions and any(c.get_state() == SCons.Node.executed for c in node.children())
+    return not engine.executes_actions() and any(c.get_state() == SCons.Node.executed for c in node.children())
 
 
 def moved_inputs(node: Any) -> list[str]:

@@ -18,7 +18,6 @@ import atexit
 from typing import Any
 
 import SCons.Node
-import SCons.Node.Alias
 import SCons.Script
 
 from opencoti_build.cache import launchers
@@ -32,7 +31,7 @@ def _requested(env: Any) -> list:
         if isinstance(target, SCons.Node.Node):
             nodes.append(target)
         else:
-            nodes.append(SCons.Node.Alias.default_ans.lookup(str(target)) or env.Entry(str(target)))
+            nodes.append(engine.alias(str(target)) or env.Entry(str(target)))
     return nodes
 
 

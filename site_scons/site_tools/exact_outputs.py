@@ -91,7 +91,7 @@ def matches_record(node: SCons.Node.FS.File, digests: file_digests.Digests) -> b
         return False
     if recorded_csig.startswith(file_digests.PREFIX):
         return digests.signature(node.get_abspath()) == recorded_csig
-    csig = SCons.Util.hash_file_signature(node.get_abspath(), SCons.Node.FS.File.hash_chunksize)
+    csig = SCons.Util.hash_file_signature(node.get_abspath(), engine.hash_chunksize())
     return csig == recorded_csig
 
 

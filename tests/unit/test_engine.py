@@ -3,6 +3,7 @@ the engine assigns to SCons or reads its private names (checked over every build
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
 import tomllib
@@ -157,6 +158,121 @@ def test_the_check_finds_what_it_is_for(tmp_path: Path) -> None:
     found = sorted(v.split(":", 1)[1] for v in _violations(bad, _scons_private_names(), tmp_path))
     assert found == ["assigns SCons.Node.Node.explain", "overrides _readconfig", "reads _decider_map",
                      "setattr on SCons.SConsign"]
+
+
+# The SCons names the build files other than the engine may read: public classes, functions and constants. A
+# module-level switch SCons's Main sets from the command line (``SCons.Action.execute_actions``, ``cache_debug``, a
+# class's ``File.hash_chunksize``) or an undocumented helper (``find_file``, ``hash_collect``) is read through an
+# engine accessor instead, so that a new SCons release is handled in the engine alone.
+PUBLIC_SCONS = frozenset({
+    "SCons.__file__", "SCons.__version__",
+    "SCons.Action.Action", "SCons.Builder.Builder", "SCons.Builder.ListEmitter",
+    "SCons.CacheDir.CACHE_PREFIX_LEN", "SCons.CacheDir.CacheDir",
+    "SCons.Defaults.SharedObjectEmitter", "SCons.Defaults.StaticObjectEmitter", "SCons.Environment.Base",
+    "SCons.Errors.BuildError", "SCons.Errors.UserError",
+    "SCons.Node.Node", "SCons.Node.executed", "SCons.Node.executing", "SCons.Node.up_to_date",
+    "SCons.Node.FS.Base", "SCons.Node.FS.File",
+    "SCons.Scanner.ClassicCPP", "SCons.Scanner.FindPathDirs",
+    "SCons.Script.ARGUMENTS", "SCons.Script.Action", "SCons.Script.Alias", "SCons.Script.BUILD_TARGETS",
+    "SCons.Script.BoolVariable", "SCons.Script.COMMAND_LINE_TARGETS", "SCons.Script.Default", "SCons.Script.Dir",
+    "SCons.Script.EnumVariable", "SCons.Script.Environment", "SCons.Script.Export", "SCons.Script.File",
+    "SCons.Script.GetBuildFailures", "SCons.Script.GetOption", "SCons.Script.Help", "SCons.Script.Import",
+    "SCons.Script.Literal", "SCons.Script.Return", "SCons.Script.SConscript", "SCons.Script.SConsignFile",
+    "SCons.Script.SetOption", "SCons.Script.Value", "SCons.Script.Variables", "SCons.Script.Main.main",
+    "SCons.Subst.Literal", "SCons.Subst.SUBST_CMD",
+    "SCons.Util.get_current_hash_algorithm_used", "SCons.Util.hash_file_signature", "SCons.Util.hash_signature",
+    "SCons.Util.to_str",
+})
+
+
+def _module_and_rest(dotted: str) -> tuple[object, list[str]] | None:
+    """The deepest SCons module ``dotted`` names, and the names after it (None: not an SCons name). A module's
+    attribute comes before its submodule of the same name (``SCons.Script.SConscript`` is a function)."""
+    parts = dotted.split(".")
+    if parts[0] != "SCons":
+        return None
+    module, i = SCons, 1
+    while i < len(parts):
+        value = getattr(module, parts[i], None)
+        if value is None:
+            try:
+                value = importlib.import_module(f"{module.__name__}.{parts[i]}")
+            except ImportError:
+                break
+        if not inspect.ismodule(value):
+            break
+        module, i = value, i + 1
+    return module, parts[i:]
+
+
+def scons_name(dotted: str) -> str | None:
+    """The SCons name a dotted read in a build file is of: the module attribute, or a class's data attribute
+    (``SCons.Node.FS.File.hash_chunksize``; a method read through its class is the class's name); None for a
+    module itself or a name outside SCons."""
+    found = _module_and_rest(dotted)
+    if found is None or not found[1]:
+        return None
+    module, rest = found
+    name = f"{module.__name__}.{rest[0]}"
+    value = getattr(module, rest[0], None)
+    if inspect.isclass(value) and len(rest) > 1:
+        member = inspect.getattr_static(value, rest[1], None)
+        if not (callable(member) or isinstance(member, (staticmethod, classmethod, property))):
+            return f"{name}.{rest[1]}"
+    return name
+
+
+def scons_names_read(path: Path) -> set[str]:
+    """Every SCons name ``path`` reads: through ``from SCons.X import y``, and through dotted reads from an imported
+    SCons module (``SCons.X.y``, or ``x.y`` after ``import SCons.X as x``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    aliases: dict[str, str] = {}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names if a.asname})
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("SCons"):
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+                names.add(scons_name(f"{node.module}.{a.name}") or "")
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and id(node) not in inner:
+            root, _, rest = _dotted(node).partition(".")
+            names.add(scons_name(f"{aliases.get(root, root)}.{rest}") or "")
+    return names - {""}
+
+
+def test_the_build_reads_only_public_scons_names_outside_the_engine() -> None:
+    read = {f"{path.relative_to(ROOT)}: {name}" for path in _build_files() for name in scons_names_read(path)}
+    assert sorted(r for r in read if r.split(": ")[1] not in PUBLIC_SCONS) == []
+    assert sorted(PUBLIC_SCONS - {r.split(": ")[1] for r in read}) == []  # the list holds nothing no file reads
+
+
+def test_the_public_names_check_finds_a_switch_read_any_way(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import SCons.Action\nimport SCons.Node.FS as fs\nfrom SCons.CacheDir import cache_show\n"
+                   "from SCons.Node import Alias\n"
+                   "SCons.Action.execute_actions\nfs.File.hash_chunksize\nfs.File.get_csig\nAlias.default_ans\n"
+                   "SCons.Util.hash_collect([])\n")
+    assert sorted(scons_names_read(bad) - PUBLIC_SCONS) == [
+        "SCons.Action.execute_actions", "SCons.CacheDir.cache_show", "SCons.Node.Alias.default_ans",
+        "SCons.Node.FS.File.hash_chunksize", "SCons.Util.hash_collect"]
+    assert "SCons.Node.FS.File" in scons_names_read(bad)  # a method read through its class is the class's name
+
+
+def test_each_switch_the_build_reads_has_an_engine_accessor_that_follows_scons(monkeypatch) -> None:
+    monkeypatch.setattr(SCons.Action, "execute_actions", None)  # scons -n
+    monkeypatch.setattr(SCons.Action, "print_actions", False)  # -s
+    monkeypatch.setattr(SCons.CacheDir, "cache_debug", "-")
+    monkeypatch.setattr(SCons.CacheDir, "cache_show", True)
+    monkeypatch.setattr(SCons.Node.FS.File, "hash_chunksize", 4096)
+    assert (engine.executes_actions(), engine.prints_actions(), engine.cache_debug(), engine.cache_show(),
+            engine.hash_chunksize()) == (False, False, "-", True, 4096)
+    monkeypatch.setattr(SCons.CacheDir, "cache_debug", False)  # SCons's own default
+    assert engine.cache_debug() is None
+    assert engine.combined_signature(["a", "b"]) == SCons.Util.hash_collect(["a", "b"])
+    assert engine.alias("no such alias") is None
 
 
 def test_tools_are_glue_of_at_most_150_lines() -> None:
