@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import importlib
-import io
 import os
 import pkgutil
 import select
@@ -41,7 +40,7 @@ import SCons.Script.Main
 
 import opencoti_build
 import opencoti_scons
-from opencoti_build import locks
+from opencoti_build import locks, streams
 from opencoti_build.incremental import build_lock, null_build, private
 from opencoti_build.server import boundary, native_client, protocol
 from opencoti_build.server.watcher import Changes, Watcher
@@ -267,7 +266,7 @@ class Server:
             if differs is not None:
                 return f" (the record does not hold: {differs})"
             self.pending = Changes()
-            with _client_streams(fds):
+            with streams.written_to(fds[1:3]):
                 if "-Q" not in argv:  # what SCons prints before it reads SConstruct, where the fast path starts
                     sys.stdout.write("scons: Reading SConscript files ...\n")
                 null_build.replay(record, quiet="-Q" in argv, seconds=time.time() - start)
@@ -275,8 +274,7 @@ class Server:
 
     def _forked_run(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], conn: socket.socket,
                     start: float) -> int:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+        streams.flush()
         pid = os.fork()
         if pid == 0:
             self._child(argv, cwd, env, fds, start)
@@ -310,10 +308,9 @@ class Server:
     def _child(self, argv: list[str], cwd: str, env: dict[str, str], fds: Sequence[int], start: float) -> None:
         """The forked run: become a ``scons`` process for this request, then exit (never returns)."""
         def become() -> None:
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
+            streams.point(dict(enumerate(fds)))  # closed with the server's other descriptors
             self._enter_run(argv, cwd, env, keep=())
-            reader.reopen_std_streams()
+            streams.reopen()
             engine.restart_clock(start)
         _run_scons(become)
 
@@ -363,8 +360,7 @@ class Server:
         self._drop_reader()
         if not null_build.eligible(argv):
             return  # no recorder would watch its reading, so it could not vouch for it
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
+        streams.flush()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
@@ -486,26 +482,6 @@ def _signal_group(pid: int, sig: int) -> None:
             os.kill(pid, sig)
         except OSError:
             pass
-
-
-class _client_streams:  # noqa: N801 - used as a context manager, like open()
-    """sys.stdout and sys.stderr on the client's descriptors for the null answer, then back."""
-
-    def __init__(self, fds: Sequence[int]) -> None:
-        self.streams = [io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding=sys.stdout.encoding,
-                                         errors="backslashreplace") for fd in fds[1:3]]
-        self.saved = (sys.stdout, sys.stderr)
-
-    def __enter__(self) -> None:
-        sys.stdout, sys.stderr = self.streams
-
-    def __exit__(self, *exc: object) -> None:
-        sys.stdout, sys.stderr = self.saved
-        for stream in self.streams:
-            try:
-                stream.flush()
-            except OSError:
-                pass
 
 
 DEFAULT_IDLE_TIMEOUT = 3 * 3600.0
@@ -668,7 +644,7 @@ def _detach(project: Path, variable_args: Sequence[str]) -> bool:
     global _ready_fd, _log_fd
     log = protocol.server_file(project, variable_args, ".log")
     read_end, write_end = os.pipe()
-    sys.stdout.flush()
+    streams.flush()
     if os.fork():
         os.close(write_end)
         said = os.read(read_end, 1)
@@ -682,20 +658,17 @@ def _detach(project: Path, variable_args: Sequence[str]) -> bool:
     _ready_fd = write_end
     _log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, boundary.PRIVATE_FILE)
     os.fchmod(_log_fd, boundary.PRIVATE_FILE)  # whatever the umask, or the mode an older server left it
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(_log_fd, 2)
-    os.close(null)
+    streams.stdin_from_null()
+    streams.point({2: _log_fd})
     return True
 
 
 def _ready() -> None:
     """Tell a waiting ``serve --detach`` parent the server is up (its banner went to the terminal first)."""
     global _ready_fd, _log_fd
-    sys.stdout.flush()
+    streams.flush()
     if _ready_fd >= 0:
-        os.dup2(_log_fd, 1)
-        os.close(_log_fd)
+        streams.point({1: _log_fd}, close=True)
         os.write(_ready_fd, b"1")
         os.close(_ready_fd)
         _ready_fd = _log_fd = -1
@@ -718,9 +691,5 @@ def _run_scons(become) -> None:
     except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the server
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
+        streams.flush()
         os._exit(code)

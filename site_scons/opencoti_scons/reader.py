@@ -17,7 +17,6 @@ without a byte written: the request runs in a freshly forked child instead.
 """
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import socket
@@ -27,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from opencoti_build import streams
 from opencoti_build.incremental import build_lock, null_build, private
 from opencoti_build.server import protocol
 from opencoti_scons import engine
@@ -103,10 +103,8 @@ class ReadAhead:
                         now.unsettled if now is not None else frozenset())
         engine.forget_file_state(engine.graph_nodes())  # again: computing the signatures may have made nodes
         clean_scratch(build_dir)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        reopen_std_streams()
+        streams.point(dict(enumerate(fds)), close=True)
+        streams.reopen()
         for number, text in self.captured:  # what the reading printed, in order
             stream = sys.stdout if number == 1 else sys.stderr
             stream.write(text)
@@ -132,33 +130,14 @@ def start(channel: socket.socket) -> ReadAhead:
     """In a freshly forked reader: stdin from /dev/null, its standard descriptors on empty memory files (a write
     to them makes it decline), sys.stdout and sys.stderr kept."""
     global ahead
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    for number in (1, 2):
-        memory = os.memfd_create(f"opencoti-reader-{number}")
-        os.dup2(memory, number)
-        os.close(memory)
+    streams.stdin_from_null()
+    streams.point({number: os.memfd_create(f"opencoti-reader-{number}") for number in (1, 2)}, close=True)
     ahead = ReadAhead(channel)
-    encoding = os.environ.get("PYTHONIOENCODING") or sys.stdout.encoding
-    sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
-    sys.stdout = Capture(1, ahead.captured, encoding)
-    sys.stderr = Capture(2, ahead.captured, encoding)
-    for name in ("stdin", "stdout", "stderr"):  # SCons's revert_io restores these
-        setattr(sys, f"__{name}__", getattr(sys, name))
+    encoding = streams.encoding()
+    streams.replace(stdin=open(0, encoding=encoding, closefd=False),  # noqa: SIM115
+                    stdout=Capture(1, ahead.captured, encoding), stderr=Capture(2, ahead.captured, encoding),
+                    originals=True)
     return ahead
-
-
-def reopen_std_streams() -> None:
-    """Python's own standard streams, on the descriptors the client passed (a terminal is line-buffered)."""
-    encoding = os.environ.get("PYTHONIOENCODING") or sys.stdout.encoding
-    sys.stdin = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
-    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # the request's: as a scons process would honour it
-    sys.stdout = io.TextIOWrapper(open(1, "wb", buffering=0 if unbuffered else -1, closefd=False),  # noqa: SIM115
-                                  encoding=encoding, line_buffering=os.isatty(1), write_through=unbuffered)
-    sys.stderr = open(2, "w", buffering=1, encoding=encoding, errors="backslashreplace", closefd=False)  # noqa: SIM115
-    for name in ("stdin", "stdout", "stderr"):  # SCons's revert_io restores these
-        setattr(sys, f"__{name}__", getattr(sys, name))
 
 
 def clean_scratch(build_dir: str) -> None:

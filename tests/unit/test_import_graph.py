@@ -1,7 +1,7 @@
 """The packages of opencoti_build form a DAG: no package imports (at the top or inside a function) one that imports
 it back, so each can be read, tested and changed with what is below it alone (docs/architecture.md shows the order).
-The modules at the top that the packages share (errors, files, locks, project, tempfiles) import none of them, and formats,
-the file formats, know nothing of the build and start nothing. Read from the sources' syntax trees: no import runs."""
+The modules at the top that the packages share (errors, files, locks, project, streams, tempfiles) import none of
+them, and formats, the file formats, know nothing of the build and start nothing. Read from the sources' syntax trees: no import runs."""
 from __future__ import annotations
 
 import ast
@@ -13,7 +13,7 @@ import opencoti_build
 PACKAGE_DIR = Path(opencoti_build.__file__).parent
 NAME = "opencoti_build"
 # the modules at the top every package may use: they import no package of the build (one another only)
-SHARED = ("errors", "files", "locks", "project", "tempfiles")
+SHARED = ("errors", "files", "locks", "project", "streams", "tempfiles")
 # what the format layer may not touch: a process, a thread, the page cache
 STARTS_SOMETHING = ("subprocess", "threading", "concurrent", "multiprocessing")
 ADVICE = ("posix_fadvise", "fork", "system", "popen", "posix_spawn")
