@@ -19,9 +19,10 @@ five things:
   built); it is pushed to only with CACHE_SIGNING_KEY, which signs every entry the build writes. Without trusted
   keys a shared tier is not read, in one WARN line.
 
-With a Redis URL, RemoteVerifiedCacheDir puts a Redis tier behind it (over opencoti_build.cache.remote_cache):
-same keys, same checks, a step's targets fetched together; a remote that fails is turned off for the run with
-one WARN. Each tier's hits, misses, corrupt entries and pushes go into one line before the summary.
+With a CACHE_URL, RemoteVerifiedCacheDir puts a shared tier behind it (remote_cache.SharedTier: Redis, or a REAPI
+cache, opencoti_build.cache.reapi): same keys, same checks, a step's targets fetched together and pushed together; a
+remote that fails is turned off for the run with one WARN. Each tier's hits, misses, corrupt entries and pushes go
+into one line before the summary.
 
 SCons makes the CacheDir itself, from a class and a path: :func:`cache_class` gives it a class bound to this
 run's :class:`Tiers` (counts, the remote, what was said), so no state outlives the run or hides in a module.
@@ -51,7 +52,7 @@ PROJECT = str(project.ROOT)
 class Tiers:
     """The cache tiers' state for one run (not per CacheDir object: SCons may make one per environment)."""
 
-    def __init__(self, run: BuildRun, remote: remote_cache.Remote | None = None,
+    def __init__(self, run: BuildRun, remote: remote_cache.SharedTier | None = None,
                  signer: signing.Signer | None = None, trusted: signing.TrustedKeys | None = None) -> None:
         self.run = run
         self.remote = remote
@@ -70,7 +71,7 @@ class Tiers:
         self.pending: dict[str, tuple[bytes, int]] = {}
         self.pending_lock = threading.Lock()
         self._debug_file: Any = None  # --cache-debug=FILE, opened by the first line of the run
-        if remote is not None:  # Redis is always shared: anyone with access to the server can write it
+        if remote is not None:  # a remote is always shared: anyone with access to the server can write it
             self._say_shared(f"CACHE_URL {remote.url}", "shared")
 
     def debug(self, text: str) -> None:
@@ -412,8 +413,8 @@ def _portable_signature(node) -> str:
 
 
 class RemoteVerifiedCacheDir(VerifiedCacheDir):
-    """The local tier with a Redis tier behind it (opencoti_build.cache.remote_cache): looked up after a local
-    miss, a hit filling the local tier; every built target pushed to both."""
+    """The local tier with a shared tier behind it (Redis or REAPI: remote_cache.SharedTier): looked up after a local
+    miss, a hit filling the local tier; every built step pushed to both."""
 
     def _fetch(self, node) -> bool:
         _, cachefile = self.cachepath(node)
@@ -444,35 +445,56 @@ class RemoteVerifiedCacheDir(VerifiedCacheDir):
         if len(present) != len(values):
             self.tiers.remote_counts.add("misses", len(peers))
             return False
-        found = []
-        for key, value in zip(keys, present):  # every value checked: a damaged one is dropped, not left for later
-            try:
-                found.append(remote_cache.unpack(value, key, self.tiers.remote_policy))
-            except cache_entry.UntrustedEntry as exc:  # whole, but nobody vouches for it: a signed push replaces it
-                self.tiers.untrusted(self.tiers.remote_counts, remote.url, exc, node)
-            except cache_entry.CorruptEntry as exc:
-                self.tiers.remote_counts.add("corrupt")
-                self.tiers.run.say(f"WARN: cache: corrupt entry {exc} in {remote.url}; removed there, rebuilding {node}")
-                remote.drop(key, value)
-        if len(found) != len(present):
+        found = self._checked(node, remote, keys, present)
+        if found is None:
             return False
+        self._fill_local(entries, found)
+        with self.tiers.pending_lock:
+            self.tiers.pending.update((e, (data, mode)) for e, (_, data, mode) in zip(entries, found))
+        return self._fetch(node)
+
+    def _fill_local(self, entries: list[str], found: list[tuple[bytes, bytes, int]]) -> None:
+        """A remote hit fills the local tier, so the next build on this machine does not ask again."""
         for entry, (blob, _, mode) in zip(entries, found):
             if not self.is_readonly() and not _holds_its_entry(entry, self.tiers.local_policy):
                 try:
                     cache_entry.store_sealed(blob, entry, mode)
                 except OSError:
                     pass  # the local tier is a copy here; the remote hit stands without it
-        with self.tiers.pending_lock:
-            self.tiers.pending.update((e, (data, mode)) for e, (_, data, mode) in zip(entries, found))
-        return self._fetch(node)
+
+    def _checked(self, node, remote: remote_cache.SharedTier, keys: list[str],
+                 values: list) -> list[tuple[bytes, bytes, int]] | None:
+        """Every value of a step checked (a damaged one is dropped, not left for later): (entry bytes, content, mode)
+        each, or None when one is refused. One WARN a step: a swapped REAPI entry makes each of its targets corrupt."""
+        found = []
+        said = False
+        for key, value in zip(keys, values):
+            try:
+                found.append(remote.unpack(value, key, self.tiers.remote_policy))
+            except cache_entry.UntrustedEntry as exc:  # whole, but nobody vouches for it: a signed push replaces it
+                self.tiers.untrusted(self.tiers.remote_counts, remote.url, exc, node)
+            except cache_entry.CorruptEntry as exc:
+                self.tiers.remote_counts.add("corrupt")
+                if not said:
+                    self.tiers.run.say(f"WARN: cache: corrupt entry {exc} in {remote.url}; {remote.corrupt_fate}, "
+                                       f"rebuilding {node}")
+                said = True
+                remote.drop(key, value)
+        return found if len(found) == len(values) else None
 
     def push(self, node):
         super().push(node)
         remote = self.tiers.remote
         if (remote is None or remote.signer is None or SCons.CacheDir.CacheDir.is_readonly(self)
-                or not self.is_enabled() or node.nocache or not engine.executes_actions() or moved_inputs(node)):
+                or not self.is_enabled() or not engine.executes_actions()):
             return None  # unsigned, nothing goes to a shared tier
-        if remote.push_file(os.path.basename(self.cachepath(node)[1]), node.get_abspath()):
-            self.tiers.remote_counts.add("pushed")
+        executor = node.get_executor()
+        peers = executor.get_all_targets() if executor is not None else [node]
+        if node is not peers[0]:
+            return None  # SCons pushes each target of a step in turn, after the step: the first push sends them all
+        if any(t.nocache or moved_inputs(t) or not os.path.isfile(t.get_abspath()) for t in peers):
+            return None  # a step goes whole, or not at all
+        items = [(os.path.basename(self.cachepath(t)[1]), t.get_abspath()) for t in peers]
+        self.tiers.remote_counts.add("pushed", remote.push_step(items))
         return None
 

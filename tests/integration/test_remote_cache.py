@@ -201,7 +201,7 @@ def test_a_bad_cache_url_is_one_line_and_builds_nothing(tmp_path: Path, how: str
     proc = scons(f"SRC={MINI_TREE}", *args, build=tmp_path, check=False, env_extra=extra)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [
-        f"scons: error: CACHE_URL=http://cache:6379 is not a Redis URL; use CACHE_URL={remote_cache.URL_FORM}, "
+        f"scons: error: CACHE_URL=http://cache:6379 is not a cache URL; use CACHE_URL={remote_cache.URL_FORMS}, "
         "or leave it empty"]
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
 

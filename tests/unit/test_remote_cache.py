@@ -21,13 +21,21 @@ def test_a_redis_url_is_accepted(url: str) -> None:
     assert remote_cache.check_url(url) == url
 
 
-@pytest.mark.parametrize("url", ["http://h:6379", "redis://h", "redis://:6379", "redis://h:port", "redis://h:1/db",
-                                 "redis://h:1/1/2", "redis://h:1?ssl=1", "h:6379", "redis://h:99999"])
+@pytest.mark.parametrize("url", ["redis://h", "redis://:6379", "redis://h:port", "redis://h:1/db",
+                                 "redis://h:1/1/2", "redis://h:1?ssl=1", "redis://h:99999"])
 def test_a_malformed_url_is_one_line_naming_the_variable_and_the_form(url: str) -> None:
     with pytest.raises(UserError) as err:
         remote_cache.check_url(url)
     assert str(err.value).startswith(f"CACHE_URL={url} is not a Redis URL; use CACHE_URL=redis://")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("url", ["http://h:6379", "h:6379"])
+def test_a_url_of_no_cache_names_both_forms(url: str) -> None:
+    with pytest.raises(UserError) as err:
+        remote_cache.check_url(url)
+    assert str(err.value) == (f"CACHE_URL={url} is not a cache URL; use CACHE_URL={remote_cache.URL_FORMS}, or leave "
+                              "it empty")
 
 
 def test_a_password_never_reaches_a_message() -> None:

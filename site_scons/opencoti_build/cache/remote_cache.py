@@ -12,6 +12,9 @@ The remote is never a reason for a build to fail: every call is bounded by short
 with no retries, and the first error of any kind (refused, timed out, reset, a server that refuses
 commands) turns the remote off for the rest of the run with one WARN (``say``); a server that answers a push
 with an error (full: ``maxmemory`` with ``noeviction``; a read-only replica) only stops the pushes, with one WARN.
+
+The shared tier's interface (:class:`SharedTier`) is the same for a REAPI cache (``grpc://``, ``grpcs://``:
+opencoti_build.cache.reapi.tier); :func:`open_tier` and :func:`check_url` pick by the URL's scheme.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import struct
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import zstandard
@@ -38,6 +42,11 @@ READ_TIMEOUT_S = 2.0
 # Keys: this prefix and the local tier's path-independent signature (a new format takes a new prefix).
 KEY_PREFIX = "opencoti:cache:v3:"  # v2: entries carry their key; v3: and their signature
 URL_FORM = "redis://[:PASSWORD@]HOST:PORT[/DB] (rediss:// for TLS)"
+REAPI_SCHEMES = ("grpc", "grpcs")
+# opencoti_build.cache.reapi.client's URL_FORM (a test holds them equal), here without importing the REAPI modules,
+# which a build without a grpc CACHE_URL never needs
+REAPI_URL_FORM = "grpc://HOST:PORT[/INSTANCE] (grpcs:// for TLS)"
+URL_FORMS = f"{URL_FORM}, or a REAPI cache, {REAPI_URL_FORM}"
 
 _MODE = struct.Struct("<H")
 _DIGEST = hashlib.sha256().digest_size
@@ -45,8 +54,20 @@ _DIGEST = hashlib.sha256().digest_size
 _DROP_IF_SAME = "if redis.sha1hex(redis.call('GET', KEYS[1]) or '') == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else ""
+
+
 def check_url(url: str) -> str:
-    """``url`` when it is a Redis URL this build can use; else a one-line UserError naming CACHE_URL."""
+    """``url`` when it is a Redis or REAPI URL this build can use (a REAPI one with the credentials the environment
+    gives for it); else a one-line UserError naming CACHE_URL (or the credential's variable) and the fix."""
+    if _scheme(url) in REAPI_SCHEMES:
+        from opencoti_build.cache.reapi import client
+
+        client.credentials(client.parse_url(url))
+        return url
+    if _scheme(url) not in ("redis", "rediss"):
+        raise UserError(f"CACHE_URL={shown(url)} is not a cache URL; use CACHE_URL={URL_FORMS}, or leave it empty")
     bad = UserError(f"CACHE_URL={shown(url)} is not a Redis URL; use CACHE_URL={URL_FORM}, or leave it empty")
     try:
         parts = urlsplit(url)
@@ -123,8 +144,46 @@ def tiers_line(tiers: Sequence[tuple[str, TierCounts]]) -> str:
     return "cache: " + "; ".join(counts.text(name) for name, counts in tiers)
 
 
+class SharedTier(Protocol):
+    """A shared cache tier behind the local one, as opencoti_scons/cachedir.py uses it: Redis (:class:`Remote`) or a
+    REAPI cache (opencoti_build.cache.reapi.tier.ReapiTier). Values are the tier's own, opaque to the caller."""
+
+    url: str  # as messages show it (no secret)
+    signer: cache_entry.Signer | None  # what signs every push; None: nothing is pushed
+    corrupt_fate: str  # what becomes of a corrupt entry there, for its WARN
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def pull(self, keys: Sequence[str]) -> Sequence[Any | None] | None:
+        """A step's values, one per key (None where absent); None when the tier is off."""
+
+    def unpack(self, value: Any, key: str, trust: cache_entry.Trust | None = None) -> tuple[bytes, bytes, int]:
+        """(entry bytes for the local tier, content, mode), checked: CorruptEntry, UntrustedEntry."""
+
+    def drop(self, key: str, value: Any) -> None:
+        """A value found corrupt: removed, or marked to be replaced."""
+
+    def push_step(self, items: Sequence[tuple[str, str]]) -> int:
+        """Store a built step's targets, ``(key, path)`` each; how many were stored."""
+
+    def skipped_note(self) -> str | None:
+        """The NOTE for targets too large to push, or None."""
+
+
+def open_tier(url: str, say: Callable[[str], None], signer: cache_entry.Signer | None = None) -> SharedTier:
+    """The shared tier at ``url`` (checked by :func:`check_url`): Redis, or a REAPI cache for grpc:// and grpcs://."""
+    if _scheme(url) in REAPI_SCHEMES:
+        from opencoti_build.cache.reapi.tier import ReapiTier
+
+        return ReapiTier(url, say, signer=signer)
+    return Remote(url, say, signer=signer)
+
+
 class Remote:
     """One Redis server as a cache tier, shared by SCons' worker threads (redis-py's pool is thread-safe)."""
+
+    corrupt_fate = "removed there"
 
     def __init__(self, url: str, say: Callable[[str], None], max_entry: int = MAX_ENTRY_BYTES,
                  signer: cache_entry.Signer | None = None) -> None:
@@ -201,6 +260,13 @@ class Remote:
         except self._errors as exc:
             self._fail(exc)
             return False
+
+    def unpack(self, value: bytes, key: str, trust: cache_entry.Trust | None = None) -> tuple[bytes, bytes, int]:
+        return unpack(value, key, trust)
+
+    def push_step(self, items: Sequence[tuple[str, str]]) -> int:
+        """Store each target of a step under its key (:meth:`push_file`); how many were stored."""
+        return sum(self.push_file(key, path) for key, path in items)
 
     def drop(self, key: str, value: bytes) -> None:
         """Remove the damaged ``value`` under ``key`` (not a good one another build pushed meanwhile)."""

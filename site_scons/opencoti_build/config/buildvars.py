@@ -94,8 +94,9 @@ VARIABLES: tuple[Variable, ...] = (
              "DSOs from (to run a thin binary against them); off, checkouts sharing a HOME never overwrite each "
              "other's copies", False),
     Variable("CACHE_DIR", "object cache (SCons CacheDir); empty: no cache", ".opencoti/cache"),
-    Variable("CACHE_URL", f"shared cache tier behind CACHE_DIR, {remote_cache.URL_FORM}; default "
-        "$OPENCOTI_CACHE_URL; empty: none (docs/scale.md)", _env_default("OPENCOTI_CACHE_URL", "")),
+    Variable("CACHE_URL", f"shared cache tier behind CACHE_DIR: Redis, {remote_cache.URL_FORMS} (a token only "
+        "from $OPENCOTI_CACHE_TOKEN or the file $OPENCOTI_CACHE_TOKEN_FILE names); default $OPENCOTI_CACHE_URL; "
+        "empty: none (docs/scale.md)", _env_default("OPENCOTI_CACHE_URL", "")),
     Variable("CACHE_SIGNING_KEY", "PEM private key (ed25519 or ECDSA P-256) signing every cache entry this build "
              "writes, over its key and bytes; a shared tier (CACHE_URL, a CACHE_DIR others can write) is pushed to "
              "only signed; default $OPENCOTI_CACHE_SIGNING_KEY; empty: entries unsigned (docs/scale.md)",
@@ -343,8 +344,8 @@ def validate(env: Mapping[str, Any], project: Path | str = PROJECT, targets: Ite
     below one; BUILD_DIR not the checkout's root), the output files (not empty, not a directory),
     SRC and PATCH_SERIES (not empty; PATCH_SERIES an existing directory), SRC, BUILD_DIR and LLAMACPP not where
     gcc's debug info would rename their files twice (prefix_maps.renamed_twice), LLAMACPP (a llama.cpp checkout of a known
-    ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis URL), and for
-    the ``install`` target PREFIX and DESTDIR (:func:`install_bin`); SIGNING_KEY and CACHE_SIGNING_KEY (a key that
+    ggml: opencoti_build.tree.upstream.checkout_dir), ARCH, SOURCE_DATE_EPOCH, ALIGN, CACHE_URL (a Redis or REAPI URL, and
+    a REAPI cache's credentials from the environment), and for the ``install`` target PREFIX and DESTDIR (:func:`install_bin`); SIGNING_KEY and CACHE_SIGNING_KEY (a key that
     signs), PUBKEY and CACHE_TRUSTED_KEYS (public keys that verify).
     COMPILEDB may be empty (no database), except for the ``compiledb`` target among ``targets``.
     """
