@@ -6,8 +6,10 @@ SCons offers no public extension point for what these do (its Decider decides fr
 runs before a node is evaluated, not after it is built, and ``SConsign`` has no write hook); each entry of
 :data:`PATCHES` says why next to it. A tool asks for a patch by name through :func:`install` with a function
 that builds the replacement from the original; the patch is applied once per process (SCons's classes are
-process-wide), and only under a supported SCons. SConstruct calls :func:`require_supported` before anything
-else, so another SCons stops with one line instead of misbehaving.
+process-wide), and only under a supported SCons. What it does is looked up on every call: the replacement receives the
+run SConstruct bound last (:func:`bind`) before SCons's own arguments, so a second run in one process is served by its
+own objects, never by those of the run that installed the patch. SConstruct calls :func:`require_supported` before
+anything else, so another SCons stops with one line instead of misbehaving.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from opencoti_build.errors import UserError, fail, interrupted
 # pyproject.toml's requirement says the same (tests/unit/test_engine.py checks that they agree).
 SUPPORTED = ((4, 11), (4, 12))
 REQUIREMENT = f"scons>={SUPPORTED[0][0]}.{SUPPORTED[0][1]},<{SUPPORTED[1][0]}.{SUPPORTED[1][1]}"
-MARK = "opencoti_patch"  # the attribute a replacement carries: its PATCHES name
+MARK = "opencoti_patch"  # the attribute an installed patch carries: its PATCHES name
 SCONSIGN = ".sconsign"  # BUILD_DIR/.sconsign: SConstruct's SConsignFile, ...
 SCONSIGN_DB = SCONSIGN + ".dblite"  # ... and the file SCons's dblite writes for it
 
@@ -136,24 +138,53 @@ def require_supported(version: str = SCons.__version__) -> None:
         fail(problem)
 
 
-def install(name: str, make: Callable[[Any], Any], version: str = SCons.__version__) -> bool:
-    """Replace the attribute PATCHES[name] names with ``make(original)``, once per process; False if done before."""
+class Bound:
+    """The run the installed patches serve: the one pointer from SCons's process-wide classes to a run's objects
+    (None before the first :func:`bind`: every patch then does what SCons's original does)."""
+
+    run: Any = None
+
+
+def bind(run: Any) -> None:
+    """Make ``run`` (the run's ``progress.BuildRun``) the one every installed patch serves from here on."""
+    Bound.run = run
+
+
+def _installed(name: str, attribute: Any) -> bool:
+    """Whether PATCHES[name] is among the patches wrapped around ``attribute`` (two may replace one attribute)."""
+    while attribute is not None:
+        if getattr(attribute, MARK, None) == name:
+            return True
+        attribute = getattr(attribute, "__wrapped__", None) if hasattr(attribute, MARK) else None
+    return False
+
+
+def install(name: str, make: Callable[[Any], Callable[..., Any]], version: str = SCons.__version__) -> bool:
+    """Replace the attribute PATCHES[name] names, once per process; False if done before. ``make(original)`` gives
+    the replacement, called as ``replacement(run, *args)`` with the bound run (:func:`bind`); with none bound, the
+    original is called instead."""
     problem = version_problem(version)
     if problem:
         raise UserError(problem)
     patch = PATCHES[name]
     original = getattr(patch.owner, patch.attribute)
-    if getattr(original, MARK, None) == name:
+    if _installed(name, original):
         return False
     replacement = make(original)
-    setattr(replacement, MARK, name)
-    setattr(patch.owner, patch.attribute, replacement)
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        run = Bound.run
+        return original(*args, **kwargs) if run is None else replacement(run, *args, **kwargs)
+
+    setattr(dispatch, MARK, name)
+    dispatch.__wrapped__ = original  # type: ignore[attr-defined]
+    setattr(patch.owner, patch.attribute, dispatch)
     return True
 
 
-def quiet_needs_execute(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+def quiet_needs_execute(original: Callable[[Any], bool]) -> Callable[[Any, Any], bool]:
     """BuildTask.needs_execute without its "is up to date" line: SCons's decision, the Taskmaster task's own."""
-    def needs_execute(task: Any) -> bool:
+    def needs_execute(run: Any, task: Any) -> bool:
         return bool(SCons.Taskmaster.OutOfDateTask.needs_execute(task))
     return needs_execute
 
@@ -329,10 +360,11 @@ def graph_nodes() -> list[Any]:
 WarmSignatures = dict[int, tuple[Any, bytes]]
 
 
-def _keeping_warm_signature(cleanup: Callable[[Any], None], warm: WarmSignatures) -> Callable[[Any], None]:
+def _keeping_warm_signature(cleanup: Callable[[Any], None], warm: WarmSignatures) -> Callable[[Any, Any], None]:
     """Executor.cleanup that keeps an action signature computed ahead: it follows from the build environment and
-    the step's explicit targets and sources, which a scan (what makes SCons clean an executor up) does not change."""
-    def cleanup_keeping(executor: Any) -> None:
+    the step's explicit targets and sources, which a scan (what makes SCons clean an executor up) does not change.
+    ``warm`` is the reader's (one per process: a build server's reader reads ahead once), not a run's."""
+    def cleanup_keeping(run: Any, executor: Any) -> None:
         cleanup(executor)
         kept = warm.get(id(executor))
         if kept is not None and kept[0] is executor:

@@ -68,6 +68,8 @@ class BuildRun:
         self._timing: dict[int, tuple[float, float, int]] = {}  # id(task) -> (start, end, worker), with a trace
         self.notes = notes or Notes(None)  # what earlier runs said once (the toolchain, the web UI)
         self._noted: set[str] = set()
+        self._said_once: set[str] = set()  # say_once's topics said this run
+        self.recorder: null_build.Recorder | None = None  # the null build's recorder, when the run keeps one
         self.interrupted = False  # Ctrl-C stopped the build
         self.unsettled: dict[str, list[str]] = {}  # step's first target -> its inputs that moved while it ran
         self._steps: dict[int, int] = {}  # id(executor) -> its n, in the order steps print their first line
@@ -94,6 +96,14 @@ class BuildRun:
         with self._lock:
             out.write(line + "\n")
             out.flush()
+
+    def say_once(self, topic: str, line: str) -> None:
+        """Say ``line`` unless this run said a line for ``topic`` already (a WARN any number of files could give)."""
+        with self._lock:
+            if topic in self._said_once:
+                return
+            self._said_once.add(topic)
+        self.say(line)
 
     def note(self, topic: str, line: str | None) -> None:
         """Say ``line`` once this run, however many parts of the build come to it, and only when earlier runs

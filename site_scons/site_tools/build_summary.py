@@ -2,7 +2,8 @@
 
 SCons ends with "done building targets" (nothing with -Q): no count an IDE or a script could read.
 This tool counts each finished task whose target is a built file (SCons's BuildTask.executed/failed, wrapped
-through the engine) into the run's :class:`opencoti_scons.progress.BuildRun`, and prints its end lines at exit.
+through the engine, which hands them the run it is bound to) into that :class:`opencoti_scons.progress.BuildRun`,
+and prints its end lines at exit.
 Step lines are written in one write each (PRINT_CMD_LINE_FUNC), so two steps finishing at once under -j never
 share a line. How N is known before the first step: opencoti_scons/progress.py.
 
@@ -52,10 +53,10 @@ def _launcher_report(env: Any, run: BuildRun) -> None:
 
 
 def generate(env: Any, run: BuildRun) -> None:
-    engine.install("task execute", lambda original: lambda task: run.timed(task, original))
+    engine.install("task execute", lambda original: lambda bound, task: bound.timed(task, original))
     engine.install("task needs execute", engine.quiet_needs_execute)  # the summary line counts what is current
-    engine.install("task executed", lambda original: lambda task: run.executed(task, original))
-    engine.install("task failed", lambda original: lambda task: run.failed(task, original))
+    engine.install("task executed", lambda original: lambda bound, task: bound.executed(task, original))
+    engine.install("task failed", lambda original: lambda bound, task: bound.failed(task, original))
     env["PRINT_CMD_LINE_FUNC"] = run.print_step
 
     def start(env: Any) -> None:

@@ -29,14 +29,13 @@ In a dry run (``scons -n``) no step writes its targets, so an input that would b
 a step with such an input is taken as one that would run, as ``make -n`` has it, so the count the dry run ends with is
 the count the build would show.
 
-Load it with ``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose ``digests`` are the packager's).
 Construction variables: none read or set. Installing the tool replaces SCons's file stamp, up-to-date check and
 content signature, and settles the run's stamps before the sconsign write (through opencoti_scons.engine, once per
-process).
+process); each serves the run the engine is bound to (its ``opencoti_scons.progress.BuildRun``: its stamps, and its
+``digests``, which are the packager's).
 """
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -60,20 +59,18 @@ def stamp(node: SCons.Node.FS.Base) -> int | None:
     return files.stamp(st) if st else None
 
 
-def _stamp_noting_the_future(run: BuildRun) -> Callable[[SCons.Node.FS.Base], int | None]:
-    said = threading.Event()
-
-    def noting(node: SCons.Node.FS.Base) -> int | None:
-        st = node.stat()
-        if st is None:
-            return None
-        ahead = st.st_mtime_ns - time.time_ns()
-        if ahead > FUTURE_SLACK_NS and not said.is_set():
-            said.set()
-            run.say(f"WARN: {node} was modified {ahead / 1e9:.0f} s in the future (a clock running ahead where it "
-                    "was written?); edits are still seen: files are compared by their whole stat, not by time")
-        return run.stamps.stamp(node, st)
-    return noting
+def _stamp_noting_the_future(run: BuildRun, node: SCons.Node.FS.Base) -> int | None:
+    """Base.getmtime: the run's stamp of ``node`` (opencoti_scons/stamps.py), saying once a run when a file's mtime
+    lies in the future."""
+    st = node.stat()
+    if st is None:
+        return None
+    ahead = st.st_mtime_ns - time.time_ns()
+    if ahead > FUTURE_SLACK_NS:
+        run.say_once("future mtime", f"WARN: {node} was modified {ahead / 1e9:.0f} s in the future (a clock running "
+                     "ahead where it was written?); edits are still seen: files are compared by their whole stat, "
+                     "not by time")
+    return run.stamps.stamp(node, st)
 
 
 def matches_record(node: SCons.Node.FS.File, digests: file_digests.Digests) -> bool:
@@ -95,29 +92,27 @@ def matches_record(node: SCons.Node.FS.File, digests: file_digests.Digests) -> b
     return csig == recorded_csig
 
 
-def _signature(scons_csig: Callable[[SCons.Node.FS.File], str],
-               digests: file_digests.Digests) -> Callable[[SCons.Node.FS.File], str]:
-    def get_csig(self: SCons.Node.FS.File) -> str:
+def _signature(scons_csig: Callable[[SCons.Node.FS.File], str]) -> Callable[[BuildRun, SCons.Node.FS.File], str]:
+    def get_csig(run: BuildRun, self: SCons.Node.FS.File) -> str:
         """The digest the build already has of this very file (see file_digests), else SCons' own signature."""
         ninfo = self.get_ninfo()
         if not hasattr(ninfo, "csig"):
-            known = digests.known(self.get_abspath())
+            known = run.digests.known(self.get_abspath())
             if known is not None:
                 ninfo.csig = known
         return scons_csig(self)  # the signature just set, if any
     return get_csig
 
 
-def _current(inputs_current: Callable[[SCons.Node.FS.File], bool],
-             digests: file_digests.Digests) -> Callable[[SCons.Node.FS.File], bool]:
-    def is_up_to_date(self: SCons.Node.FS.File) -> bool:
+def _current(inputs_current: Callable[[SCons.Node.FS.File], bool]) -> Callable[[BuildRun, SCons.Node.FS.File], bool]:
+    def is_up_to_date(run: BuildRun, self: SCons.Node.FS.File) -> bool:
         if not inputs_current(self):
             return False
         if self.get_state() in (SCons.Node.up_to_date, SCons.Node.executed):
             return True  # decided earlier in this run (the C scanner asks again of a generated source)
         if dry_run_input_rebuilt(self):
             return False
-        if self.has_builder() and not matches_record(self, digests):
+        if self.has_builder() and not matches_record(self, run.digests):
             if "explain" in (SCons.Script.GetOption("debug") or ()):
                 print(f"scons: rebuilding `{self}' because it is not the file the last build recorded")
             return False
@@ -125,18 +120,18 @@ def _current(inputs_current: Callable[[SCons.Node.FS.File], bool],
     return is_up_to_date
 
 
-def _settling(run: BuildRun, write: Callable[[], None]) -> Callable[[], None]:
-    def write_settled() -> None:
+def _settling(write: Callable[[], None]) -> Callable[[BuildRun], None]:
+    def write_settled(run: BuildRun) -> None:
         run.stamps.settle()  # the files this run wrote get their real stamps where their tick is over
         write()
     return write_settled
 
 
-def generate(env: Any, run: BuildRun) -> None:
-    engine.install("file stamp", lambda scons_stamp: _stamp_noting_the_future(run))
-    engine.install("file current", lambda original: _current(original, run.digests))
-    engine.install("file signature", lambda original: _signature(original, run.digests))
-    engine.install("sconsign settle", lambda write: _settling(run, write))
+def generate(env: Any) -> None:
+    engine.install("file stamp", lambda scons_stamp: _stamp_noting_the_future)
+    engine.install("file current", _current)
+    engine.install("file signature", _signature)
+    engine.install("sconsign settle", _settling)
 
 
 def exists(env: Any) -> bool:

@@ -62,7 +62,7 @@ def _explain(self: Any, _scons_explain: Callable[[Any], str | None]) -> str | No
 
 
 def generate(env: Any) -> None:
-    engine.install("explain", lambda scons_explain: lambda node: _explain(node, scons_explain))
+    engine.install("explain", lambda scons_explain: lambda run, node: _explain(node, scons_explain))
 
 
 def exists(env: Any) -> bool:

@@ -4,9 +4,10 @@ For the recorder SConstruct started: refuses a graph with a step that always run
 too), and writes the record at exit when the build phase ended (SCons wrote its sconsign) without a failure. A sconsign that
 cannot be written (a full disk) is one error line and exit 2, and no record.
 
-Construction variables: none read or set. Load it once, with ``recorder=`` (a ``null_build.Recorder``) and
-``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose step count and standing lines go into the record); it
-wraps SCons's task preparation and its sconsign write (through opencoti_scons.engine).
+Construction variables: none read or set. Load it once a run, with ``recorder=`` (a ``null_build.Recorder``, which
+becomes the run's) and ``run=`` (the run's ``opencoti_scons.progress.BuildRun``, whose step count and standing lines
+go into the record); it wraps SCons's task preparation and its sconsign write (through opencoti_scons.engine, which
+hands them the run it is bound to: a run without a recorder records nothing).
 """
 from __future__ import annotations
 
@@ -22,16 +23,16 @@ from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun
 
 
-def _prepare(recorder: Recorder, prepare: Any) -> Any:
-    def prepare_noting(task: Any) -> Any:
-        if any(t.always_build for t in task.targets):
-            recorder.ok = False
+def _prepare(prepare: Any) -> Any:
+    def prepare_noting(run: BuildRun, task: Any) -> Any:
+        if run.recorder is not None and any(t.always_build for t in task.targets):
+            run.recorder.ok = False
         return prepare(task)
     return prepare_noting
 
 
-def _sconsign_write(recorder: Recorder, write: Any) -> Any:
-    def write_noting() -> None:
+def _sconsign_write(write: Any) -> Any:
+    def write_noting(run: BuildRun) -> None:
         try:
             write()
         except OSError as exc:  # a full disk: SCons's last record stays whole (it writes a temporary, then renames)
@@ -41,7 +42,8 @@ def _sconsign_write(recorder: Recorder, write: Any) -> Any:
             engine.abandon_sconsign()
             engine.set_exit_status(2)
             return
-        recorder.build_ended = True
+        if run.recorder is not None:
+            run.recorder.build_ended = True
     return write_noting
 
 
@@ -54,9 +56,10 @@ def _finish(recorder: Recorder, run: BuildRun) -> None:
 
 
 def generate(env: Any, recorder: Recorder, run: BuildRun) -> None:
-    if engine.install("task prepare", lambda original: _prepare(recorder, original)):
-        engine.install("sconsign write", lambda original: _sconsign_write(recorder, original))
-        atexit.register(_finish, recorder, run)
+    run.recorder = recorder
+    engine.install("task prepare", _prepare)
+    engine.install("sconsign write", _sconsign_write)
+    atexit.register(_finish, recorder, run)
 
 
 def exists(env: Any) -> bool:

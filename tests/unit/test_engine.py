@@ -73,21 +73,45 @@ class _Owner:
 @pytest.fixture
 def patch_table(monkeypatch) -> type[_Owner]:
     owner = type("Owner", (_Owner,), {})
-    monkeypatch.setattr(engine, "PATCHES", {"greeting": engine.Patch(owner, "greet", "a test's stand-in")})
+    monkeypatch.setattr(engine, "PATCHES", {"greeting": engine.Patch(owner, "greet", "a test's stand-in"),
+                                            "farewell": engine.Patch(owner, "greet", "another on the same one")})
+    monkeypatch.setattr(engine.Bound, "run", None)
     return owner
 
 
-def test_a_patch_wraps_the_original_once_per_process(patch_table: type[_Owner]) -> None:
-    assert engine.install("greeting", lambda original: lambda self: original(self) + " patched")
-    assert not engine.install("greeting", lambda original: lambda self: "a second wrapper")
+def _for_the_run(original):
+    return lambda run, self: f"{original(self)} for the {run}"
 
-    assert patch_table().greet() == "scons patched"
+
+def test_a_patch_wraps_the_original_once_per_process(patch_table: type[_Owner]) -> None:
+    engine.bind("first run")
+    assert engine.install("greeting", _for_the_run)
+    assert not engine.install("greeting", lambda original: lambda run, self: "a second wrapper")
+
+    assert patch_table().greet() == "scons for the first run"
     assert getattr(patch_table.greet, engine.MARK) == "greeting"
+
+
+def test_a_patch_serves_the_run_bound_last_and_none_is_scons_own(patch_table: type[_Owner]) -> None:
+    engine.install("greeting", _for_the_run)
+    assert patch_table().greet() == "scons"  # no run bound: SCons's original
+    engine.bind("first run")
+    assert patch_table().greet() == "scons for the first run"
+    engine.bind("second run")
+    assert patch_table().greet() == "scons for the second run"
+
+
+def test_two_patches_of_one_attribute_are_each_installed_once(patch_table: type[_Owner]) -> None:
+    engine.bind("run")
+    assert engine.install("greeting", lambda original: lambda run, self: original(self) + " hello")
+    assert engine.install("farewell", lambda original: lambda run, self: original(self) + " goodbye")
+    assert not engine.install("greeting", lambda original: lambda run, self: "wrapped again")  # under the other
+    assert patch_table().greet() == "scons hello goodbye"
 
 
 def test_no_patch_is_installed_under_another_scons(patch_table: type[_Owner]) -> None:
     with pytest.raises(UserError, match=r"^SCons 4\.12\.0 is not supported: "):
-        engine.install("greeting", lambda original: lambda self: "patched", version="4.12.0")
+        engine.install("greeting", lambda original: lambda run, self: "patched", version="4.12.0")
     assert patch_table().greet() == "scons"
 
 
@@ -329,7 +353,8 @@ def test_an_action_signature_computed_ahead_survives_the_cleanup_a_scan_makes(tm
     warm: engine.WarmSignatures = {id(executor): (executor, executor.get_contents())}
     other.get_contents()
     cleanup = engine._keeping_warm_signature(SCons.Executor.Executor.cleanup, warm)
-    cleanup(executor)
-    cleanup(other)
+    run = object()  # the bound run, which the reader's table does not depend on
+    cleanup(run, executor)
+    cleanup(run, other)
     assert executor._memo == {"get_contents": warm[id(executor)][1]}
     assert other._memo == {}  # an executor nothing computed ahead is cleaned up as SCons does

@@ -5,19 +5,25 @@ from __future__ import annotations
 import io
 import json
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import SCons.Action
+import SCons.Environment
 import SCons.Errors
+import SCons.Executor
 import SCons.Node
 import SCons.Node.FS
+import SCons.Script.Main
 
 from opencoti_build import files
 from opencoti_build.incremental import timestamps
 from opencoti_build.report import steplines, summary, trace
 from opencoti_build.report.notes import Notes
+from opencoti_scons import engine
 from opencoti_scons.progress import BuildRun, count_as, counted, moved_inputs
 from opencoti_scons.stamps import Stamps
 
@@ -382,3 +388,35 @@ def test_a_stamp_taken_within_its_files_tick_is_one_no_run_matches_and_a_built_f
     assert built.get_ninfo().timestamp == files.stamp(os.stat(obj))  # a file the run wrote: its real stamp back
     assert source.get_ninfo().timestamp == given[source]  # an input stays withheld: the next run reads it again
     assert stamps.stamp(source, source.stat()) == files.stamp(os.stat(header))  # settled: the stat identity
+
+
+TOOLS = str(Path(__file__).resolve().parents[2] / "site_scons/site_tools")
+
+
+def test_two_runs_in_one_process_each_get_their_own_counts_and_lines(tmp_path: Path, monkeypatch) -> None:
+    """The engine's patches are installed once per process, by the first run's tools; a second run (a build server's
+    child, a test) must not feed the first's counts or print on its output."""
+    monkeypatch.setattr(engine.Bound, "run", None)  # the patches stay installed: unbound, they are SCons's own
+    fs = SCons.Node.FS.FS(str(tmp_path))
+    env = SCons.Environment.Base(tools=[])
+    future = time.time_ns() + 3600 * 10**9
+    runs = []
+    for name in ("first", "second"):
+        run = BuildRun(started=0.0, out=io.StringIO())
+        engine.bind(run)
+        env.Tool("build_summary", toolpath=[TOOLS], run=run)
+        env.Tool("exact_outputs", toolpath=[TOOLS])
+        node = fs.File(f"{name}.o")
+        node.builder = SimpleNamespace(name="stand-in")
+        node.executor = SCons.Executor.Executor(SCons.Action.Action("touch $TARGET"), env, [], [node], [])
+        node.set_state(SCons.Node.up_to_date)
+        SCons.Script.Main.BuildTask.executed(SimpleNamespace(targets=[node], top=False, node=node,
+                                                             tm=SimpleNamespace(trace=None)))
+        (tmp_path / f"{name}.h").write_text("")
+        os.utime(tmp_path / f"{name}.h", ns=(future, future))  # its stamp says so, once a run
+        fs.File(f"{name}.h").getmtime()
+        runs.append(run)
+
+    assert [(run.counts.current, run.steps()) for run in runs] == [(1, 1), (1, 1)]
+    assert [[line.split(" was ")[0] for line in run._out.getvalue().splitlines()] for run in runs] == [
+        ["WARN: first.h"], ["WARN: second.h"]]
