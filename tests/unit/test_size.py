@@ -23,18 +23,11 @@ KNOWN_OVER: frozenset[str] = frozenset({
     "site_scons/opencoti_build/incremental/null_build/check.py:why_never_recorded",
     # being split now (issue 46)
     "package/SConscript:_setup",
-    "site_scons/opencoti_build/artifacts/binary_report.py:report",
     "site_scons/opencoti_build/artifacts/provenance.py",
     "site_scons/opencoti_build/artifacts/provenance.py:first_mismatch",
     "site_scons/opencoti_build/artifacts/provenance.py:statement_problem",
     "site_scons/opencoti_build/artifacts/verify.py:_check_entries",
     "site_scons/opencoti_build/config/buildvars.py:validate",
-    "site_scons/opencoti_build/config/targets.py:plan",
-    "site_scons/opencoti_build/cosmo/fatcc.py:parse",
-    "site_scons/opencoti_build/formats/gguf_model.py:_parse",
-    "site_scons/opencoti_build/formats/nvfatbin.py:_entry",
-    "site_scons/opencoti_build/formats/zipstore.py:_read",
-    "site_scons/opencoti_build/report/compdb.py:clang_cuda_arguments",
     "site_scons/opencoti_build/tree/patch_series.py",
 })
 

@@ -101,6 +101,19 @@ def model_report(path: str) -> list[str]:
             f"keys, tensor data at byte {info.data_offset} of {info.file_size}"]
 
 
+def _link_lines(path: str, binary: lief.ELF.Binary) -> list[str]:
+    """An ELF's dynamic linking: what it needs (and what of that is not found), what it leaves unresolved, and
+    which of its exported symbols are entry points."""
+    link = elfcheck.link_report(path)
+    lines = [f"needed: {', '.join(link.needed) or 'none'}"]
+    if link.missing_libraries:
+        lines.append(f"needed but not found: {', '.join(link.missing_libraries)}")
+    lines.append(f"unresolved imports: {', '.join(link.unresolved) or 'none'}")
+    names = (lief_str(s.name) for s in binary.dynamic_symbols if s.exported)
+    exported = sorted(name for name in names if ENTRY_POINT.fullmatch(name))
+    return [*lines, f"entry points: {', '.join(exported) or 'none'}"]
+
+
 def report(path: str, families: list[Family]) -> list[str]:
     with open(path, "rb") as f:
         head = f.read(len(APE_MAGIC))
@@ -113,14 +126,7 @@ def report(path: str, families: list[Family]) -> list[str]:
     binary = lief.ELF.parse(path) if data.startswith(ELF_MAGIC) else None
     lines = [f"file: {path}", f"format: {describe_format(data, binary)}"]
     if binary is not None:
-        link = elfcheck.link_report(path)
-        lines.append(f"needed: {', '.join(link.needed) or 'none'}")
-        if link.missing_libraries:
-            lines.append(f"needed but not found: {', '.join(link.missing_libraries)}")
-        lines.append(f"unresolved imports: {', '.join(link.unresolved) or 'none'}")
-        names = (lief_str(s.name) for s in binary.dynamic_symbols if s.exported)
-        exported = sorted(name for name in names if ENTRY_POINT.fullmatch(name))
-        lines.append(f"entry points: {', '.join(exported) or 'none'}")
+        lines += _link_lines(path, binary)
     lines += [code.summary for code in (spec.device_code(path) for spec in backends.BACKENDS) if code.summary]
     lines.append("families:")
     for family in families:

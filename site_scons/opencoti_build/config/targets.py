@@ -98,6 +98,24 @@ class Plan:
     default: bool  # no target given: the default build
 
 
+def _backends_wanted(given: list[str], outputs: Outputs, project: str, *, cpu_only: bool,
+                     checkout: bool) -> tuple[str, ...]:
+    """The GPU backends the targets ask for, in build order; none when the host lane builds a checkout's server
+    (``checkout``), where naming one is a UserError."""
+    names = frozenset(given)
+    if checkout:
+        asked = sorted(names & {*backends.NAMES, "backends"})
+        if asked:
+            raise UserError(f"LLAMACPP= makes the host lane build llama.cpp's own llama-server, which loads no "
+                            f"llamafile GPU DSO; build {' '.join(asked)} in a run of its own (from SRC's llamafile tree)")
+        return ()
+    want_all = ALL_BACKENDS - EMBEDDING if cpu_only else ALL_BACKENDS
+    around_backends = (outputs.backend_dist_dir, os.path.join(outputs.build_dir, "backends"))
+    if asks_for(given, want_all, around_backends, project):
+        return tuple(backends.NAMES)
+    return tuple(name for name in backends.NAMES if name in names)
+
+
 def plan(targets: Iterable[object], outputs: Outputs, project: str, *, host_prebuilt: bool,
          cpu_only: bool, checkout: bool = False) -> Plan:
     """The run's plan; UserError for a target that is no target name and no path the build writes, for
@@ -110,23 +128,14 @@ def plan(targets: Iterable[object], outputs: Outputs, project: str, *, host_preb
     if len(series) == 2:
         raise UserError("`apply` and `reset` undo each other; give one of them")
     host = not host_prebuilt and not (names and names <= NO_HOST)
-    want_all = ALL_BACKENDS - EMBEDDING if cpu_only else ALL_BACKENDS
-    around_backends = (outputs.backend_dist_dir, os.path.join(outputs.build_dir, "backends"))
-    wanted = (list(backends.NAMES) if asks_for(given, want_all, around_backends, project)
-              else [name for name in backends.NAMES if name in names])
-    if checkout and host:
-        asked = sorted(names & {*backends.NAMES, "backends"})
-        if asked:
-            raise UserError(f"LLAMACPP= makes the host lane build llama.cpp's own llama-server, which loads no "
-                            f"llamafile GPU DSO; build {' '.join(asked)} in a run of its own (from SRC's llamafile tree)")
-        wanted = []
+    wanted = _backends_wanted(given, outputs, project, cpu_only=cpu_only, checkout=checkout and host)
     package = asks_for(given, EMBEDDING, (outputs.package_dir,), project)
     return Plan(
         names=names,
         native_only=bool(names) and names <= set(NATIVE),
         host=host,
         checkout=checkout and host,
-        backends=tuple(wanted),
+        backends=wanted,
         package=package,
         verify="verify" in names,
         verify_builds_first="verify" in names and package,

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from opencoti_build.cache.launchers import FAT_LAUNCHER_ENV
@@ -84,37 +85,50 @@ def parse(args: list[str]) -> Invocation:
     for arg in it:
         if arg in REFUSED_FLAGS:
             raise FatError(REFUSED_FLAGS[arg])
-        if arg == "-c":
-            inv.mode = "compile"
-        elif arg in ("-E", "-M", "-MM"):
-            inv.mode = "preprocess"
-            inv.common.append(arg)
-        elif arg == "-o":
-            inv.output = next(it, None)
-        elif arg.startswith("-o") and len(arg) > 2:
-            inv.output = arg[2:]
-        elif arg in ("-MF", "-MQ"):  # cosmocc handles -MQ as -MF; so do we
-            inv.dep_file = next(it, None)
-        elif arg.startswith("-Xx86_64"):
-            inv.per_arch["x86_64"].append(arg[len("-Xx86_64"):])
-        elif arg.startswith("-Xaarch64"):
-            inv.per_arch["aarch64"].append(arg[len("-Xaarch64"):])
-        elif arg == "-mcosmo":
-            inv.common.append("-D_COSMO_SOURCE")
-        elif arg in ("-mclang", "-mgcc", "-fPIC"):
-            continue  # both arches compile with gcc here; cosmocc ignores -fPIC
-        elif arg == "-L":
-            inv.common.append("-L" + next(it, ""))
-        elif arg in VALUE_FLAGS:
-            inv.common += [arg, next(it, "")]
-        elif not arg.startswith("-") and not arg.startswith("@"):
-            suffix = os.path.splitext(arg)[1]
-            if suffix in REFUSED_SUFFIXES:
-                raise FatError(f"{arg}: {REFUSED_SUFFIXES[suffix]} not supported")
-            inv.inputs.append(arg)
-        else:
-            inv.common.append(arg)
+        if not _took_mode_or_output(inv, arg, it):
+            _take_flag_or_input(inv, arg, it)
     return inv
+
+
+def _took_mode_or_output(inv: Invocation, arg: str, it: Iterator[str]) -> bool:
+    """What the driver does (-c, -E/-M/-MM) and where it writes (-o, -MF/-MQ); False for any other argument."""
+    if arg == "-c":
+        inv.mode = "compile"
+    elif arg in ("-E", "-M", "-MM"):
+        inv.mode = "preprocess"
+        inv.common.append(arg)
+    elif arg == "-o":
+        inv.output = next(it, None)
+    elif arg.startswith("-o") and len(arg) > 2:
+        inv.output = arg[2:]
+    elif arg in ("-MF", "-MQ"):  # cosmocc handles -MQ as -MF; so do we
+        inv.dep_file = next(it, None)
+    else:
+        return False
+    return True
+
+
+def _take_flag_or_input(inv: Invocation, arg: str, it: Iterator[str]) -> None:
+    """A flag for one architecture or both (with its value, the next argument, where it takes one), or an input."""
+    if arg.startswith("-Xx86_64"):
+        inv.per_arch["x86_64"].append(arg[len("-Xx86_64"):])
+    elif arg.startswith("-Xaarch64"):
+        inv.per_arch["aarch64"].append(arg[len("-Xaarch64"):])
+    elif arg == "-mcosmo":
+        inv.common.append("-D_COSMO_SOURCE")
+    elif arg in ("-mclang", "-mgcc", "-fPIC"):
+        return  # both arches compile with gcc here; cosmocc ignores -fPIC
+    elif arg == "-L":
+        inv.common.append("-L" + next(it, ""))
+    elif arg in VALUE_FLAGS:
+        inv.common += [arg, next(it, "")]
+    elif not arg.startswith("-") and not arg.startswith("@"):
+        suffix = os.path.splitext(arg)[1]
+        if suffix in REFUSED_SUFFIXES:
+            raise FatError(f"{arg}: {REFUSED_SUFFIXES[suffix]} not supported")
+        inv.inputs.append(arg)
+    else:
+        inv.common.append(arg)
 
 
 def _tmpdir_check() -> None:

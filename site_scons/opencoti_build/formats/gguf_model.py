@@ -116,6 +116,16 @@ def _parse(data: mmap.mmap | bytes, version: int) -> GgufInfo:
     r = _Reader(data, version)
     n_tensors = r.count("the header")
     n_kv = r.count("the header")
+    alignment = _metadata_alignment(r, n_kv)
+    tensors = [_tensor_info(r, i, n_tensors) for i in range(n_tensors)]
+    data_offset = -(-r.pos // alignment) * alignment
+    for name, dims, kind, offset in tensors:
+        _check_tensor_data(r, name, dims, kind, offset, data_offset, alignment)
+    return GgufInfo(version, n_tensors, n_kv, data_offset, r.size)
+
+
+def _metadata_alignment(r: _Reader, n_kv: int) -> int:
+    """Read the ``n_kv`` metadata entries; the alignment ``general.alignment`` sets, else the default."""
     alignment = DEFAULT_ALIGNMENT
     for i in range(n_kv):
         key = r.string(f"metadata entry {i + 1} of {n_kv}").decode("utf-8", "replace")
@@ -125,34 +135,39 @@ def _parse(data: mmap.mmap | bytes, version: int) -> GgufInfo:
             if value is None or value <= 0 or value & (value - 1):
                 raise _Bad(f"general.alignment is {value!r}, not a power of two")
             alignment = value
-    tensors = []
-    for i in range(n_tensors):
-        name = r.string(f"tensor info {i + 1} of {n_tensors}").decode("utf-8", "replace")
-        what = f"tensor info {name!r}"
-        n_dims = r.unpack("<I", what)
-        if not 1 <= n_dims <= MAX_DIMS:
-            raise _Bad(f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")
-        dims = [r.count(what) for _ in range(n_dims)]
-        kind = r.unpack("<I", what)
-        offset = r.unpack("<Q", what)
-        tensors.append((name, dims, kind, offset))
-    data_offset = -(-r.pos // alignment) * alignment
-    for name, dims, kind, offset in tensors:
-        if offset % alignment:
-            raise _Bad(f"tensor {name!r} data offset {offset} is not a multiple of the alignment {alignment}")
-        start = data_offset + offset
-        end = start
-        if kind in GGML_TYPE_SIZES:
-            block, size = GGML_TYPE_SIZES[kind]
-            if dims[0] % block:
-                raise _Bad(f"tensor {name!r} row of {dims[0]} is not a whole number of type-{kind} blocks ({block})")
-            elements = 1
-            for d in dims:
-                elements *= d
-            end = start + elements // block * size
-        if start > r.size or end > r.size:
-            raise _Cut(f"tensor {name!r} data (it ends at byte {max(start, end)})")
-    return GgufInfo(version, n_tensors, n_kv, data_offset, r.size)
+    return alignment
+
+
+def _tensor_info(r: _Reader, i: int, n_tensors: int) -> tuple[str, list[int], int, int]:
+    """The ``i``-th tensor's name, dimensions, type and data offset."""
+    name = r.string(f"tensor info {i + 1} of {n_tensors}").decode("utf-8", "replace")
+    what = f"tensor info {name!r}"
+    n_dims = r.unpack("<I", what)
+    if not 1 <= n_dims <= MAX_DIMS:
+        raise _Bad(f"tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")
+    dims = [r.count(what) for _ in range(n_dims)]
+    kind = r.unpack("<I", what)
+    offset = r.unpack("<Q", what)
+    return name, dims, kind, offset
+
+
+def _check_tensor_data(r: _Reader, name: str, dims: list[int], kind: int, offset: int, data_offset: int,
+                       alignment: int) -> None:
+    """A tensor's data is aligned, whole blocks of its type, and inside the file (a type of unknown size: its start)."""
+    if offset % alignment:
+        raise _Bad(f"tensor {name!r} data offset {offset} is not a multiple of the alignment {alignment}")
+    start = data_offset + offset
+    end = start
+    if kind in GGML_TYPE_SIZES:
+        block, size = GGML_TYPE_SIZES[kind]
+        if dims[0] % block:
+            raise _Bad(f"tensor {name!r} row of {dims[0]} is not a whole number of type-{kind} blocks ({block})")
+        elements = 1
+        for d in dims:
+            elements *= d
+        end = start + elements // block * size
+    if start > r.size or end > r.size:
+        raise _Cut(f"tensor {name!r} data (it ends at byte {max(start, end)})")
 
 
 def check_gguf(path: Path | str) -> GgufInfo:

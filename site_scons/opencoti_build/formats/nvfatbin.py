@@ -73,15 +73,20 @@ def _entry(data: bytes, pos: int, end: int) -> tuple[FatbinEntry, int]:
     compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else None
     payload = data[pos + header_size:pos + header_size + (compressed_size if compression else padded)]
     if kind_id == 2 and compression in (None, "zstd"):
-        if compression == "zstd":
-            try:
-                payload = zstandard.ZstdDecompressor().decompress(payload, max_output_size=uncompressed_size)
-            except zstandard.ZstdError as exc:
-                raise FatbinError(f"fatbin entry at {pos:#x}: zstd payload does not decode ({exc})") from None
-        cubin_sm = _cubin_sm(payload)
-        if cubin_sm is not None and cubin_sm != sm:
-            raise FatbinError(f"fatbin entry at {pos:#x} claims sm_{sm} but holds an sm_{cubin_sm} cubin")
+        _check_cubin(payload, compression, uncompressed_size, sm, pos)
     return FatbinEntry(KINDS[kind_id], sm, variant, compression), pos + header_size + padded
+
+
+def _check_cubin(payload: bytes, compression: str | None, uncompressed_size: int, sm: int, pos: int) -> None:
+    """A cubin entry holds a cubin for the SM its header claims (an lz4 one is not decoded: no codec here)."""
+    if compression == "zstd":
+        try:
+            payload = zstandard.ZstdDecompressor().decompress(payload, max_output_size=uncompressed_size)
+        except zstandard.ZstdError as exc:
+            raise FatbinError(f"fatbin entry at {pos:#x}: zstd payload does not decode ({exc})") from None
+    cubin_sm = _cubin_sm(payload)
+    if cubin_sm is not None and cubin_sm != sm:
+        raise FatbinError(f"fatbin entry at {pos:#x} claims sm_{sm} but holds an sm_{cubin_sm} cubin")
 
 
 def parse_fatbin(data: bytes) -> list[FatbinEntry]:

@@ -113,18 +113,7 @@ def _read(f: BinaryIO, path: Path, size: int) -> ZipStore:
     eocd_pos, (_, disk, cd_disk, _, count, cd_size, cd_offset, _) = _find_eocd(f, path, size)
     if disk or cd_disk:
         raise ZipStoreError(f"{path}: corrupt zip store: multi-disk archives are not supported")
-    cd_end = eocd_pos
-    if eocd_pos >= LOCATOR.size:
-        f.seek(eocd_pos - LOCATOR.size)
-        locator = LOCATOR.unpack(f.read(LOCATOR.size))
-        if locator[0] == LOCATOR_SIGNATURE:
-            eocd64_pos = locator[2]
-            f.seek(eocd64_pos)
-            raw64 = f.read(EOCD64.size)
-            if len(raw64) != EOCD64.size or raw64[:4] != EOCD64_SIGNATURE:
-                raise ZipStoreError(f"{path}: corrupt zip store: zip64 locator points at no zip64 end record")
-            _, _, _, _, _, _, _, count, cd_size, cd_offset = EOCD64.unpack(raw64)
-            cd_end = eocd64_pos
+    cd_end, count, cd_size, cd_offset = _zip64_end(f, path, eocd_pos, (eocd_pos, count, cd_size, cd_offset))
     if cd_offset + cd_size != cd_end:
         # offsets relative to the zip's own start (a .zip cat'ed onto an executable) would need a
         # fix-up pass; upstream's zip tools and this packager always write absolute offsets
@@ -139,29 +128,53 @@ def _read(f: BinaryIO, path: Path, size: int) -> ZipStore:
     records = []
     pos = 0
     for index in range(count):
-        if pos + CENTRAL.size > len(cd) or cd[pos:pos + 4] != CENTRAL_SIGNATURE:
-            raise ZipStoreError(f"{path}: corrupt zip store: central directory record {index} of {count} is damaged")
-        fields = CENTRAL.unpack_from(cd, pos)
-        flags, method, crc = fields[5], fields[6], fields[9]
-        csize, usize, name_len, extra_len, comment_len = fields[10], fields[11], fields[12], fields[13], fields[14]
-        offset = fields[18]
-        end = pos + CENTRAL.size + name_len + extra_len + comment_len
-        if end > len(cd):
-            raise ZipStoreError(f"{path}: corrupt zip store: central directory record {index} runs past its end")
-        name_start = pos + CENTRAL.size
-        extra = cd[name_start + name_len:name_start + name_len + extra_len]
-        # zip64 extra holds, in this order, only the fields whose 32-bit slot is saturated
-        wide = iter(_zip64_fields(extra, 3))
-        try:
-            usize = next(wide) if usize == U32_MAX else usize
-            csize = next(wide) if csize == U32_MAX else csize
-            offset = next(wide) if offset == U32_MAX else offset
-        except StopIteration:
-            raise ZipStoreError(f"{path}: corrupt zip store: record {index} lacks its zip64 extra field") from None
-        name = decode_name(cd[name_start:name_start + name_len], flags)
-        records.append(CentralRecord(cd[pos:end], name, method, crc, csize, usize, offset))
-        pos = end
+        record, pos = _central_record(cd, pos, path, index, count)
+        records.append(record)
     return ZipStore(path, size, cd_offset, tuple(records))
+
+
+def _zip64_end(f: BinaryIO, path: Path, eocd_pos: int,
+               found: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """Where the central directory ends, its record count, size and offset: ``found`` (from the end record at
+    ``eocd_pos``) unless a zip64 locator precedes it, whose zip64 end record then says."""
+    if eocd_pos < LOCATOR.size:
+        return found
+    f.seek(eocd_pos - LOCATOR.size)
+    locator = LOCATOR.unpack(f.read(LOCATOR.size))
+    if locator[0] != LOCATOR_SIGNATURE:
+        return found
+    eocd64_pos = locator[2]
+    f.seek(eocd64_pos)
+    raw64 = f.read(EOCD64.size)
+    if len(raw64) != EOCD64.size or raw64[:4] != EOCD64_SIGNATURE:
+        raise ZipStoreError(f"{path}: corrupt zip store: zip64 locator points at no zip64 end record")
+    _, _, _, _, _, _, _, count, cd_size, cd_offset = EOCD64.unpack(raw64)
+    return eocd64_pos, count, cd_size, cd_offset
+
+
+def _central_record(cd: bytes, pos: int, path: Path, index: int, count: int) -> tuple[CentralRecord, int]:
+    """The central directory record at ``pos`` of ``cd`` (the ``index``-th of ``count``), and where the next starts."""
+    if pos + CENTRAL.size > len(cd) or cd[pos:pos + 4] != CENTRAL_SIGNATURE:
+        raise ZipStoreError(f"{path}: corrupt zip store: central directory record {index} of {count} is damaged")
+    fields = CENTRAL.unpack_from(cd, pos)
+    flags, method, crc = fields[5], fields[6], fields[9]
+    csize, usize, name_len, extra_len, comment_len = fields[10], fields[11], fields[12], fields[13], fields[14]
+    offset = fields[18]
+    end = pos + CENTRAL.size + name_len + extra_len + comment_len
+    if end > len(cd):
+        raise ZipStoreError(f"{path}: corrupt zip store: central directory record {index} runs past its end")
+    name_start = pos + CENTRAL.size
+    extra = cd[name_start + name_len:name_start + name_len + extra_len]
+    # zip64 extra holds, in this order, only the fields whose 32-bit slot is saturated
+    wide = iter(_zip64_fields(extra, 3))
+    try:
+        usize = next(wide) if usize == U32_MAX else usize
+        csize = next(wide) if csize == U32_MAX else csize
+        offset = next(wide) if offset == U32_MAX else offset
+    except StopIteration:
+        raise ZipStoreError(f"{path}: corrupt zip store: record {index} lacks its zip64 extra field") from None
+    name = decode_name(cd[name_start:name_start + name_len], flags)
+    return CentralRecord(cd[pos:end], name, method, crc, csize, usize, offset), end
 
 
 def data_offset(f: BinaryIO, path: Path, record: CentralRecord, limit: int) -> int:

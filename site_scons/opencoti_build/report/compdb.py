@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 Entry = dict  # {"directory", "file", "output", "arguments"}
 
@@ -33,6 +33,23 @@ def _host_flags(text: str) -> list[str]:
     return [flag for flag in text.split(",") if flag.startswith(_KEEP_PREFIXES)]
 
 
+def _took_gpu_or_host_flags(arg: str, it: Iterator[str], sms: list[int], kept: list[str]) -> bool:
+    """nvcc's GPU architectures (``-gencode``, ``-arch``: their SM numbers into ``sms``) and host compiler flags
+    (``-Xcompiler``: into ``kept``), each with its value as the next argument or after ``=``; False for any other."""
+    name, eq, value = arg.partition("=")
+    if arg in ("-gencode", "--generate-code"):
+        sms += [int(m) for m in _SM.findall(next(it, ""))]
+    elif name in ("-arch", "--gpu-architecture", "-gencode", "--generate-code") and eq:
+        sms += [int(m) for m in _SM.findall(value)]
+    elif arg in ("-Xcompiler", "--compiler-options"):
+        kept += _host_flags(next(it, ""))
+    elif name in ("-Xcompiler", "--compiler-options") and eq:
+        kept += _host_flags(value)
+    else:
+        return False
+    return True
+
+
 def clang_cuda_arguments(argv: list[str], cuda_root: str) -> list[str]:
     """An nvcc compile line as clang's CUDA driver arguments (clangd parses the host side and one GPU arch)."""
     kept: list[str] = []
@@ -40,16 +57,9 @@ def clang_cuda_arguments(argv: list[str], cuda_root: str) -> list[str]:
     output = source = None
     it = iter(argv[1:])
     for arg in it:
-        name, eq, value = arg.partition("=")
-        if arg in ("-gencode", "--generate-code"):
-            sms += [int(m) for m in _SM.findall(next(it, ""))]
-        elif name in ("-arch", "--gpu-architecture", "-gencode", "--generate-code") and eq:
-            sms += [int(m) for m in _SM.findall(value)]
-        elif arg in ("-Xcompiler", "--compiler-options"):
-            kept += _host_flags(next(it, ""))
-        elif name in ("-Xcompiler", "--compiler-options") and eq:
-            kept += _host_flags(value)
-        elif arg in _NVCC_DROP_WITH_VALUE:
+        if _took_gpu_or_host_flags(arg, it, sms, kept):
+            continue
+        if arg in _NVCC_DROP_WITH_VALUE:
             next(it, None)
         elif arg == "-o":
             output = next(it, None)
