@@ -20,14 +20,14 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from opencoti_build import files, project
 from opencoti_build.artifacts import manifest as manifests
 from opencoti_build.artifacts import provenance
 from opencoti_build.config import signing_keys
 from opencoti_build.formats.executables import APE_MAGIC, ELF_MAGIC
-from opencoti_build.formats.zipstore import ZipStoreError, data_offset, method_name, read_zip_store
+from opencoti_build.formats.zipstore import CentralRecord, ZipStoreError, data_offset, method_name, read_zip_store
 
 _CHUNK = 4 << 20
 PROJECT = project.ROOT
@@ -122,9 +122,24 @@ def _unzip_l_line(info: zipfile.ZipInfo) -> str:
     return f"{info.file_size:>9}  {mo:02d}-{d:02d}-{y:04d} {h:02d}:{mi:02d}   {info.filename}"
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """An artifact whose entries are being checked: its bytes, its zip as Python's zipfile reads it (which inflates
+    and checks the CRC-32 of a deflated entry), where its central directory starts, and the manifest's alignment."""
+    artifact: Path
+    raw: BinaryIO
+    archive: zipfile.ZipFile
+    members: dict[str, zipfile.ZipInfo]
+    cd_offset: int
+    align: int
+    report: Report
+
+    def member_sha256(self, name: str) -> str:
+        return _member_sha256(self.archive, self.members[name])
+
+
 def _check_entries(artifact: Path, manifest: dict, report: Report) -> dict[str, str]:
     """Check every zip entry against the manifest; returns each entry's SHA-256 as read from the artifact."""
-    align = int(manifest.get("align") or 1)
     read: dict[str, str] = {}
     try:
         store = read_zip_store(artifact)
@@ -141,44 +156,65 @@ def _check_entries(artifact: Path, manifest: dict, report: Report) -> dict[str, 
         members = {i.filename: i for i in archive.infolist()}
         report.lines.append(f"$ unzip -l {artifact} | grep ggml-")
         report.lines += [_unzip_l_line(i) for i in members.values() if "ggml-" in i.filename]
+        reading = _Reading(artifact, raw, archive, members, store.cd_offset, int(manifest.get("align") or 1), report)
         for record in store.records:
             want = expected.pop(record.name, None)
-            if want is None:
-                report.problems.append(f"{artifact}: entry {record.name!r} is not in the manifest")
-                try:  # still read: the SBOM is checked against what the artifact holds, not against the manifest
-                    read[record.name] = _member_sha256(archive, members[record.name])
-                except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error):
-                    pass
-                continue
-            try:
-                offset = data_offset(raw, artifact, record, store.cd_offset)
-            except ZipStoreError as exc:
-                report.problems.append(str(exc))
-                continue
-            method = method_name(record.method)
-            if offset != want.get("offset"):
-                report.problems.append(f"{record.name}: data offset {offset}, manifest says {want.get('offset')}")
-            if want.get("appended") and offset % align:
-                report.problems.append(f"{record.name}: data offset {offset} is not a multiple of {align}")
-            if method != want.get("method") or (want.get("appended") and method != "stored"):
-                report.problems.append(f"{record.name}: method {method}, manifest says {want.get('method')}")
-            if record.size != want.get("size"):
-                report.problems.append(f"{record.name}: size {record.size}, manifest says {want.get('size')}")
-            if method == "stored":
-                digest, crc = _stored_digest(raw, offset, record.size)
-                if crc != record.crc32:
-                    report.problems.append(f"{record.name}: CRC-32 {crc:08x} does not match its zip record {record.crc32:08x}")
-            else:
-                try:
-                    digest = _member_sha256(archive, members[record.name])
-                except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error) as exc:
-                    report.problems.append(f"{record.name}: cannot read it back ({exc})")
-                    continue
-            read[record.name] = digest
-            if digest != want.get("sha256"):
-                report.problems.append(f"{record.name}: sha256 {digest}, manifest says {want.get('sha256')}")
+            digest = _unlisted_digest(reading, record) if want is None else _listed_digest(reading, record, want)
+            if digest is not None:
+                read[record.name] = digest
         report.problems += [f"{artifact}: manifest entry {name!r} is missing from the archive" for name in expected]
     return read
+
+
+def _unlisted_digest(reading: _Reading, record: CentralRecord) -> str | None:
+    """An entry the manifest does not list is a problem, and still read: the SBOM is checked against what the
+    artifact holds, not against the manifest."""
+    reading.report.problems.append(f"{reading.artifact}: entry {record.name!r} is not in the manifest")
+    try:
+        return reading.member_sha256(record.name)
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error):
+        return None
+
+
+def _listed_digest(reading: _Reading, record: CentralRecord, want: dict) -> str | None:
+    """A listed entry checked against its manifest entry (offset, alignment, method, size, SHA-256); its SHA-256
+    as read, or None when it cannot be read."""
+    problems = reading.report.problems
+    try:
+        offset = data_offset(reading.raw, reading.artifact, record, reading.cd_offset)
+    except ZipStoreError as exc:
+        problems.append(str(exc))
+        return None
+    method = method_name(record.method)
+    problems += _layout_problems(record, want, offset, method, reading.align)
+    if method == "stored":
+        digest, crc = _stored_digest(reading.raw, offset, record.size)
+        if crc != record.crc32:
+            problems.append(f"{record.name}: CRC-32 {crc:08x} does not match its zip record {record.crc32:08x}")
+    else:
+        try:
+            digest = reading.member_sha256(record.name)
+        except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error) as exc:
+            problems.append(f"{record.name}: cannot read it back ({exc})")
+            return None
+    if digest != want.get("sha256"):
+        problems.append(f"{record.name}: sha256 {digest}, manifest says {want.get('sha256')}")
+    return digest
+
+
+def _layout_problems(record: CentralRecord, want: dict, offset: int, method: str, align: int) -> list[str]:
+    """Where an entry's data lies, how it is stored and how big it is, against its manifest entry (an appended
+    entry is stored, at a multiple of the alignment)."""
+    problems = []
+    if offset != want.get("offset"):
+        problems.append(f"{record.name}: data offset {offset}, manifest says {want.get('offset')}")
+    if want.get("appended") and offset % align:
+        problems.append(f"{record.name}: data offset {offset} is not a multiple of {align}")
+    if method != want.get("method") or (want.get("appended") and method != "stored"):
+        problems.append(f"{record.name}: method {method}, manifest says {want.get('method')}")
+    if record.size != want.get("size"):
+        problems.append(f"{record.name}: size {record.size}, manifest says {want.get('size')}")
+    return problems
 
 
 def _check_dso_copies(manifest: dict, vendor_dist: Path, home: Path, report: Report) -> None:
