@@ -10,8 +10,8 @@ from pathlib import Path
 import SCons.Errors
 from SCons.Script import Action
 
+from opencoti_build.artifacts import intoto, packaging, provenance, verify
 from opencoti_build.artifacts import manifest as manifests
-from opencoti_build.artifacts import packaging, provenance, verify
 from opencoti_build.cache import file_digests
 from opencoti_build.config import signing_keys, versioning
 from opencoti_build.config.versioning import Identity
@@ -135,7 +135,7 @@ def _write_provenance(target, source, env):
     try:
         signer = signing_keys.load_private_key(Path(meta["signingKey"])) if meta["signingKey"] else None
         statement = provenance.statement(manifest, sources, meta["parameters"], meta["toolchains"])
-        provenance.write(artifact, provenance.sbom(manifest, sources), provenance.statement_line(statement, signer))
+        provenance.write(artifact, provenance.sbom(manifest, sources), intoto.statement_line(statement, signer))
     except (signing_keys.KeyFileError, provenance.ProvenanceError) as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
     return 0

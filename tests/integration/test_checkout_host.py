@@ -14,7 +14,7 @@ import lief
 import pytest
 
 from opencoti_build import files
-from opencoti_build.artifacts import provenance
+from opencoti_build.artifacts import intoto, provenance
 from opencoti_build.config import versioning
 from opencoti_build.tree import upstream
 
@@ -141,7 +141,7 @@ def test_package_from_a_checkout_writes_both_artifacts_that_verify(tmp_path: Pat
         ("llama.cpp", version, None, 1)]
     # the Statement names it by the dirHash of its files (in-toto's, as its spec computes it with coreutils), and
     # every toolchain by a digest: the stand-in by its compilers' bytes
-    statement, _ = provenance.read_statement(dist / (embedder + provenance.STATEMENT_SUFFIX))
+    statement, _ = intoto.read_statement(dist / (embedder + provenance.STATEMENT_SUFFIX))
     dependencies = {d["name"]: d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
     assert [n for n, d in dependencies.items() if not (d.get("uri") or d.get("digest"))] == []
     by_coreutils = subprocess.run("find . -type f | cut -c3- | LC_ALL=C sort | xargs -r sha256sum | sha256sum",

@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 
-from opencoti_build.artifacts import provenance
+from opencoti_build.artifacts import intoto, provenance
 from opencoti_build.config import signing_keys, versioning
 
 from packaging_support import PLEDGE, as_llamafile, write_gguf
@@ -64,13 +64,13 @@ def test_every_artifact_gets_a_valid_sbom_and_a_signed_statement_that_verify_che
     for artifact in artifacts:
         assert provenance.schema_problem(provenance.sbom_path(artifact).read_text()) is None
         envelope = json.loads(provenance.statement_path(artifact).read_text())
-        assert envelope["payloadType"] == provenance.PAYLOAD_TYPE and len(envelope["signatures"]) == 1
+        assert envelope["payloadType"] == intoto.PAYLOAD_TYPE and len(envelope["signatures"]) == 1
         checked = verify(artifact, "--pubkey", str(inputs["pub"]))
         assert checked.returncode == 0, checked.stdout
         assert (f"provenance: {artifact.name}.cdx.json and {artifact.name}.intoto.jsonl match the artifact "
                 "(signature verified)") in checked.stdout
     # every resource the Statement names has a uri or a digest: the toolchains (a prebuilt HOST has no cosmocc)
-    document, _ = provenance.read_statement(provenance.statement_path(dist / EMBEDDER))
+    document, _ = intoto.read_statement(provenance.statement_path(dist / EMBEDDER))
     dependencies = {d["name"]: d for d in document["predicate"]["buildDefinition"]["resolvedDependencies"]}
     assert [n for n, d in dependencies.items() if not (d.get("uri") or d.get("digest"))] == []
     assert dependencies["toolchain:python"]["digest"] == {"sha256": hashlib.sha256(
@@ -114,7 +114,7 @@ def test_two_builds_of_the_same_inputs_attest_byte_identically(inputs) -> None:
     for name in (EMBEDDER + provenance.SBOM_SUFFIX, EMBEDDER + provenance.STATEMENT_SUFFIX):
         first, second = (inputs["root"] / d / "dist" / "llamafile" / name for d in ("b", "c"))
         assert first.read_bytes() == second.read_bytes(), name
-    document, signed = provenance.read_statement(inputs["root"] / "b" / "dist" / "llamafile" /
+    document, signed = intoto.read_statement(inputs["root"] / "b" / "dist" / "llamafile" /
                                                  (EMBEDDER + provenance.STATEMENT_SUFFIX),
                                                  signing_keys.load_public_key(inputs["pub"]))
     definition = document["predicate"]["buildDefinition"]

@@ -12,7 +12,7 @@ import glob
 import shutil
 from pathlib import Path
 
-from opencoti_build.artifacts import provenance
+from opencoti_build.artifacts import intoto, provenance
 
 from scons_runs import clone, scons
 
@@ -60,7 +60,7 @@ def test_two_checkouts_at_different_paths_build_byte_identical_outputs(tmp_path:
     # SRC lies inside each checkout, no git checkout's root: the Statements (equal above) name it by the digest of
     # its files, which is the same at both paths, and every toolchain by a digest of its own
     for name in (n for n in first if n.endswith(provenance.STATEMENT_SUFFIX)):
-        document, _ = provenance.read_statement(first[name])
+        document, _ = intoto.read_statement(first[name])
         dependencies = {d["name"]: d for d in document["predicate"]["buildDefinition"]["resolvedDependencies"]}
         assert set(dependencies["source:llamafile"]["digest"]) == {"dirHash"}, name
         assert all(d.get("digest") for n, d in dependencies.items() if n.startswith("toolchain:")), name

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from opencoti_build import cli, files
-from opencoti_build.artifacts import manifest, packaging, provenance, verify
+from opencoti_build.artifacts import intoto, manifest, packaging, provenance, verify
 from opencoti_build.config import signing_keys
 from opencoti_build.config.versioning import Identity
 from opencoti_build.gpu import backends
@@ -47,7 +47,7 @@ def _package(tmp_path: Path, dsos: dict[str, bytes] | None = None, *, align: int
     sources = [provenance.Source("llamafile", MINI_VERSION, None, "Apache-2.0", "5e" * 32)]
     statement = provenance.statement(data, sources, {"targets": ["package"], "variables": {}},
                                      {"nvcc": {"digest": {"sha256": "7c" * 32}}})
-    provenance.write(out, provenance.sbom(data, sources), provenance.statement_line(statement, signer))
+    provenance.write(out, provenance.sbom(data, sources), intoto.statement_line(statement, signer))
     return out, data
 
 

@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from opencoti_build.artifacts import provenance
+from opencoti_build.artifacts import intoto, provenance
 from opencoti_build.config import signing_keys, upstream_pin
 from opencoti_build.cosmo import cosmo_toolchain
 
@@ -54,7 +54,7 @@ def written(tmp_path: Path, signer=None) -> Path:
     artifact = tmp_path / MANIFEST["artifact"]
     tmp_path.mkdir(parents=True, exist_ok=True)
     statement = provenance.statement(MANIFEST, SOURCES, PARAMETERS, TOOLCHAINS)
-    provenance.write(artifact, provenance.sbom(MANIFEST, SOURCES), provenance.statement_line(statement, signer))
+    provenance.write(artifact, provenance.sbom(MANIFEST, SOURCES), intoto.statement_line(statement, signer))
     return artifact
 
 
@@ -136,7 +136,7 @@ def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifi
     envelope = json.loads(provenance.statement_path(artifact).read_text())
     payload = base64.b64decode(envelope["payload"])
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
-    assert payload == provenance.canonical(provenance.statement(MANIFEST, SOURCES, PARAMETERS, TOOLCHAINS))
+    assert payload == intoto.canonical(provenance.statement(MANIFEST, SOURCES, PARAMETERS, TOOLCHAINS))
     # the signature is over DSSE's pre-authentication encoding, checked here with cryptography alone
     pae = b"DSSEv1 %d %b %d %b" % (len(envelope["payloadType"]), envelope["payloadType"].encode(), len(payload), payload)
     signature = base64.b64decode(envelope["signatures"][0]["sig"])
@@ -147,12 +147,12 @@ def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifi
         key.public_key().verify(signature, pae, ec.ECDSA(hashes.SHA256()))
     right, wrong = (signing_keys.load_public_key(tmp_path / f"{n}.pub") for n in ("key", "stranger"))
     statement = provenance.statement_path(artifact)
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) is None and provenance.is_signed(statement)
-    assert provenance.signature_problem(statement, right) is None
-    assert provenance.signature_problem(statement, wrong) == (
+    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) is None and intoto.is_signed(statement)
+    assert intoto.signature_problem(statement, right) is None
+    assert intoto.signature_problem(statement, wrong) == (
         f"{statement}: its signature does not verify with the public key given")
-    with pytest.raises(provenance.SignatureError):  # a signature failure, told apart from a changed Statement
-        provenance.read_statement(statement, wrong)
+    with pytest.raises(intoto.SignatureError):  # a signature failure, told apart from a changed Statement
+        intoto.read_statement(statement, wrong)
 
 
 def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_in_one_line(tmp_path: Path) -> None:
@@ -166,8 +166,8 @@ def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_
     key = ed25519.Ed25519PrivateKey.generate()
     (tmp_path / "k.pub").write_bytes(public_pem(key))
     artifact = written(tmp_path)
-    assert not provenance.is_signed(provenance.statement_path(artifact))
-    assert provenance.signature_problem(provenance.statement_path(artifact),
+    assert not intoto.is_signed(provenance.statement_path(artifact))
+    assert intoto.signature_problem(provenance.statement_path(artifact),
                                         signing_keys.load_public_key(tmp_path / "k.pub")) == (
         f"{provenance.statement_path(artifact)} is not signed, but a public key was given; package with SIGNING_KEY=")
     (tmp_path / "junk.pub").write_text("not a key\n")
@@ -212,7 +212,7 @@ def test_every_resolved_dependency_of_a_statement_made_of_this_machines_toolchai
                   "cuda": provenance.file_resource(sys.executable)}  # any program stands for nvcc here
     manifest = {**MANIFEST, "toolchains": {**MANIFEST["toolchains"], "scons": SCons.__version__}}
     document = provenance.statement(manifest, sources, PARAMETERS, toolchains)
-    assert provenance.statement_problem(document) is None
+    assert intoto.statement_problem(document) is None
     dependencies = resolved(document)
     missing = [name for name, d in dependencies.items() if not (d.get("uri") or d.get("digest"))]
     assert not missing and {"source:llamafile", "toolchain:python", "toolchain:scons", "toolchain:cosmocc",
@@ -276,7 +276,7 @@ def test_a_tree_copied_to_two_paths_has_one_digest_and_any_change_of_its_files_a
 
 def test_a_statement_with_a_descriptor_that_has_neither_uri_nor_digest_is_refused(tmp_path: Path) -> None:
     document = provenance.statement(MANIFEST, SOURCES, PARAMETERS, TOOLCHAINS)
-    assert provenance.statement_problem(document) is None
+    assert intoto.statement_problem(document) is None
 
     def with_dependency(descriptor: dict) -> dict:
         changed = copy.deepcopy(document)
@@ -284,18 +284,18 @@ def test_a_statement_with_a_descriptor_that_has_neither_uri_nor_digest_is_refuse
         return changed
 
     # empty: in-toto-attestation's own ResourceDescriptor.validate refuses it; a name alone it takes, the spec not
-    assert provenance.statement_problem(with_dependency({})) == (
+    assert intoto.statement_problem(with_dependency({})) == (
         f"resolved dependency #{len(resolved(document))}: At least one of name, URI, or digest need to be set")
-    assert provenance.statement_problem(with_dependency({"name": "toolchain:x", "annotations": {"version": "1"}})) == (
+    assert intoto.statement_problem(with_dependency({"name": "toolchain:x", "annotations": {"version": "1"}})) == (
         "resolved dependency toolchain:x has none of uri, digest or content (a ResourceDescriptor must have one)")
-    assert provenance.statement_problem(with_dependency({"name": "x", "digest": {"sha256": "ABC"}})) == (
+    assert intoto.statement_problem(with_dependency({"name": "x", "digest": {"sha256": "ABC"}})) == (
         "resolved dependency x: its sha256 digest 'ABC' is not 64 lowercase hex digits")
-    assert provenance.statement_problem(with_dependency({"name": "x", "uri": "pkg:generic/x@1"})) is None
-    assert 'ResourceDescriptor" has no field named "sha256"' in provenance.statement_problem(
+    assert intoto.statement_problem(with_dependency({"name": "x", "uri": "pkg:generic/x@1"})) is None
+    assert 'ResourceDescriptor" has no field named "sha256"' in intoto.statement_problem(
         with_dependency({"name": "x", "sha256": "ab" * 32}))  # a field the spec does not have
     no_subject = copy.deepcopy(document)
     no_subject["subject"] = []
-    assert provenance.statement_problem(no_subject) == "At least one subject required"
+    assert intoto.statement_problem(no_subject) == "At least one subject required"
     # made so, the Statement is an error and no file: a toolchain without its resource, a source without its digest
     with pytest.raises(provenance.ProvenanceError, match=(
             r"^the provenance Statement of opencoti-embedder-0\.10\.3-x86_64\.llamafile is not valid, so none is "

@@ -23,9 +23,6 @@ KNOWN_OVER: frozenset[str] = frozenset({
     "site_scons/opencoti_build/incremental/null_build/check.py:why_never_recorded",
     # being split now (issue 46)
     "package/SConscript:_setup",
-    "site_scons/opencoti_build/artifacts/provenance.py",
-    "site_scons/opencoti_build/artifacts/provenance.py:first_mismatch",
-    "site_scons/opencoti_build/artifacts/provenance.py:statement_problem",
     "site_scons/opencoti_build/config/buildvars.py:validate",
     "site_scons/opencoti_build/tree/patch_series.py",
 })

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from opencoti_build import files, project
+from opencoti_build.artifacts import intoto, provenance
 from opencoti_build.artifacts import manifest as manifests
-from opencoti_build.artifacts import provenance
 from opencoti_build.config import signing_keys
 from opencoti_build.formats.executables import APE_MAGIC, ELF_MAGIC
 from opencoti_build.formats.zipstore import CentralRecord, ZipStoreError, data_offset, method_name, read_zip_store
@@ -266,12 +266,12 @@ def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None
     elif statement.is_file():
         matched = f"provenance: {provenance.sbom_path(artifact).name} and {statement.name} match the artifact"
         if public_key is not None:
-            bad = provenance.signature_problem(statement, public_key)
+            bad = intoto.signature_problem(statement, public_key)
             if bad:
                 report.signature.append(bad)
             else:
                 report.lines.append(f"{matched} (signature verified)")
-        elif provenance.is_signed(statement):
+        elif intoto.is_signed(statement):
             report.lines.append(f"{matched}; its signature was NOT checked (no public key: {key_option})")
         else:
             report.lines.append(f"{matched}; the Statement is not signed (no signature to check)")
