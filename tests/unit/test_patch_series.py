@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.tree import patch_series
+from opencoti_build.tree import patch_failure, patch_series
 
 PATCH = """From 1 Mon Sep 17 00:00:00 2001
 Subject: [PATCH] two files
@@ -32,24 +32,24 @@ Subject: [PATCH] two files
 def test_a_failed_hunk_is_named_by_its_number_within_its_file(tmp_path: Path) -> None:
     patch = tmp_path / "0001-two-files.patch"
     patch.write_text(PATCH)
-    assert patch_series._hunk(patch, "llama.cpp/common.h", 3) == "hunk #1 (@@ -3,2 +3,3 @@)"
-    assert patch_series._hunk(patch, "llama.cpp/common.h", 40) == "hunk #2 (@@ -40,1 +41,2 @@)"
-    assert patch_series._hunk(patch, "README.md", 3) == "hunk #1 (@@ -3,1 +3,2 @@)"  # counted per file
-    assert patch_series._hunk(patch, "README.md", 4) == "the hunk at line 4"
-    assert patch_series._hunk(patch, "other.c", 3) == "the hunk at line 3"
+    assert patch_failure.hunk(patch, "llama.cpp/common.h", 3) == "hunk #1 (@@ -3,2 +3,3 @@)"
+    assert patch_failure.hunk(patch, "llama.cpp/common.h", 40) == "hunk #2 (@@ -40,1 +41,2 @@)"
+    assert patch_failure.hunk(patch, "README.md", 3) == "hunk #1 (@@ -3,1 +3,2 @@)"  # counted per file
+    assert patch_failure.hunk(patch, "README.md", 4) == "the hunk at line 4"
+    assert patch_failure.hunk(patch, "other.c", 3) == "the hunk at line 3"
 
 
 def test_a_patch_ending_in_a_removed_line_is_no_header(tmp_path: Path) -> None:
     patch = tmp_path / "0002-tail.patch"
     patch.write_text("--- a/x.c\n+++ b/x.c\n@@ -1,1 +1,1 @@\n--- old\n")
-    assert patch_series._hunk(patch, "x.c", 1) == "hunk #1 (@@ -1,1 +1,1 @@)"
+    assert patch_failure.hunk(patch, "x.c", 1) == "hunk #1 (@@ -1,1 +1,1 @@)"
 
 
 def test_header_names_lose_their_first_component_and_timestamp() -> None:
-    assert patch_series._strip_p1("--- a/llama.cpp/x.c\t2024-01-01") == "llama.cpp/x.c"
-    assert patch_series._strip_p1("+++ b/with space.c") == "with space.c"
-    assert patch_series._strip_p1("--- /dev/null") == "dev/null"
-    assert patch_series._strip_p1("+++ plain.c") == "plain.c"
+    assert patch_failure._strip_p1("--- a/llama.cpp/x.c\t2024-01-01") == "llama.cpp/x.c"
+    assert patch_failure._strip_p1("+++ b/with space.c") == "with space.c"
+    assert patch_failure._strip_p1("--- /dev/null") == "dev/null"
+    assert patch_failure._strip_p1("+++ plain.c") == "plain.c"
 
 
 def test_foreign_changes_are_named_up_to_twenty_then_counted(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_a_refused_apply_names_the_hunk_git_could_not_place(tmp_path: Path) -> N
     patch = _patch(tmp_path)
     stderr = ("error: while searching for:\nint a;\n\nerror: patch failed: llama.cpp/common.h:40\n"
               "error: llama.cpp/common.h: patch does not apply\n")
-    assert patch_series._apply_failure(patch, 1, stderr) == (
+    assert patch_failure.message(patch, 1, stderr) == (
         "patch opencoti/0001-two-files.patch failed: llama.cpp/common.h hunk #2 (@@ -40,1 +41,2 @@) does not apply; "
         "the tree was reset to pristine, rebase the patch on the vendored tree and apply again")
 
@@ -106,17 +106,17 @@ def test_a_refused_apply_without_a_hunk_names_gits_first_error_else_its_output_e
     patch = _patch(tmp_path)
     tail = "; the tree was reset to pristine, rebase the patch on the vendored tree and apply again"
     first = "error: x.c: already exists in working directory\nerror: y.c: does not exist in index\n"
-    assert patch_series._apply_failure(patch, 1, first) == (
+    assert patch_failure.message(patch, 1, first) == (
         f"patch opencoti/0001-two-files.patch failed: x.c: already exists in working directory{tail}")
-    assert patch_series._apply_failure(patch, 128, "fatal: unable to read x.patch\n") == (
+    assert patch_failure.message(patch, 128, "fatal: unable to read x.patch\n") == (
         f"patch opencoti/0001-two-files.patch failed: fatal: unable to read x.patch{tail}")
-    assert patch_series._apply_failure(patch, 128, "") == (
+    assert patch_failure.message(patch, 128, "") == (
         f"patch opencoti/0001-two-files.patch failed: git apply exit status 128{tail}")
 
 
 def test_a_file_git_finds_no_patch_in_is_named_as_such(tmp_path: Path) -> None:
     patch = _patch(tmp_path, "notes\n")
-    assert patch_series._apply_failure(patch, 128, "error: No valid patches in input (allow with \"--allow-empty\")\n") == (
+    assert patch_failure.message(patch, 128, "error: No valid patches in input (allow with \"--allow-empty\")\n") == (
         f"patch opencoti/0001-two-files.patch is not a patch (no diff in it); the tree was reset to pristine, "
         f"regenerate {patch.path} with `git format-patch` or remove it")
 
@@ -124,27 +124,27 @@ def test_a_file_git_finds_no_patch_in_is_named_as_such(tmp_path: Path) -> None:
 def test_a_renamed_file_is_found_by_its_new_name(tmp_path: Path) -> None:
     patch = tmp_path / "0003-rename.patch"
     patch.write_text("--- a/llama.cpp/old.c\n+++ b/llama.cpp/new.c\n@@ -5,1 +5,2 @@\n x\n+y\n")
-    assert patch_series._hunk(patch, "llama.cpp/new.c", 5) == "hunk #1 (@@ -5,1 +5,2 @@)"
-    assert patch_series._hunk(patch, "llama.cpp/old.c", 5) == "hunk #1 (@@ -5,1 +5,2 @@)"
+    assert patch_failure.hunk(patch, "llama.cpp/new.c", 5) == "hunk #1 (@@ -5,1 +5,2 @@)"
+    assert patch_failure.hunk(patch, "llama.cpp/old.c", 5) == "hunk #1 (@@ -5,1 +5,2 @@)"
 
 
 def test_hunks_before_any_file_header_belong_to_no_file(tmp_path: Path) -> None:
     patch = tmp_path / "0004-headless.patch"
     patch.write_text("@@ -1,1 +1,2 @@\n x\n+y\n--- a/x.c\n+++ b/x.c\n@@ -7,1 +7,2 @@\n x\n+y\n")
-    assert patch_series._hunk(patch, "x.c", 1) == "the hunk at line 1"
-    assert patch_series._hunk(patch, "x.c", 7) == "hunk #1 (@@ -7,1 +7,2 @@)"
+    assert patch_failure.hunk(patch, "x.c", 1) == "the hunk at line 1"
+    assert patch_failure.hunk(patch, "x.c", 7) == "hunk #1 (@@ -7,1 +7,2 @@)"
 
 
 def test_a_trailing_removed_line_ends_the_search_quietly(tmp_path: Path) -> None:
     patch = tmp_path / "0005-tail.patch"
     patch.write_text("--- a/x.c\n+++ b/x.c\n@@ -1,1 +1,1 @@\n--- old\n")
-    assert patch_series._hunk(patch, "x.c", 9) == "the hunk at line 9"  # read to the very last line
+    assert patch_failure.hunk(patch, "x.c", 9) == "the hunk at line 9"  # read to the very last line
 
 
 def test_a_patch_with_bytes_that_are_no_utf8_is_still_read(tmp_path: Path) -> None:
     patch = tmp_path / "0006-latin1.patch"
     patch.write_bytes(b"--- a/x.c\n+++ b/x.c\n@@ -3,1 +3,2 @@\n /* caf\xe9 */\n+y\n")
-    assert patch_series._hunk(patch, "x.c", 3) == "hunk #1 (@@ -3,1 +3,2 @@)"
+    assert patch_failure.hunk(patch, "x.c", 3) == "hunk #1 (@@ -3,1 +3,2 @@)"
 
 
 @pytest.mark.parametrize("text", ['{"format": 2, "state": "applied"}', '[1, "applied"]', '"applied"'])

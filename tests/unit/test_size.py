@@ -24,7 +24,6 @@ KNOWN_OVER: frozenset[str] = frozenset({
     # being split now (issue 46)
     "package/SConscript:_setup",
     "site_scons/opencoti_build/config/buildvars.py:validate",
-    "site_scons/opencoti_build/tree/patch_series.py",
 })
 
 

@@ -3,6 +3,7 @@
 - ``host_tree``: what the fat host lane compiles: the llamafile tree, or llama.cpp's server from a checkout.
 - ``package_flags``: a package's compile flags, assembled once for both lanes.
 - ``portcosmo``: -fportcosmo done to the source text: switches over cosmopolitan's run-time constants lowered.
+- ``patch_failure``: what a patch ``git apply`` refused says (the hunk, as the patch numbers it).
 - ``patch_series``: the vendored llamafile tree: reset, llamafile's patch step, the opencoti series.
 - ``sources``: the llamafile source tree as data: every package the host and the DSOs compile.
 - ``upstream``: an upstream llama.cpp checkout (LLAMACPP=) as the description reads it, for every lane.

@@ -36,6 +36,7 @@ from typing import Any, TypeGuard
 
 from opencoti_build.errors import UserError, os_error_line, stop_if_interrupted
 from opencoti_build.files import identity
+from opencoti_build.tree import patch_failure
 
 LLAMA = "llama.cpp"
 LLAMAFILE_FILES = "llama.cpp.patches/llamafile-files"
@@ -210,7 +211,6 @@ def series(folder: Path, name: str) -> list[Patch]:
     return [Patch(p.name, p, _sha256(p.read_bytes()), name) for p in paths]
 
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
 # What makes a file a patch git apply can use: a git diff header, or a ---/+++ file header pair.
 _DIFF = re.compile(rb"^diff --git |^--- [^\n]*\n\+\+\+ ", re.M)
 
@@ -226,48 +226,10 @@ def check_series(folder: Path | str, patches: list[Patch]) -> None:
                               f"or remove it from {folder}")
 
 
-def _hunk(patch: Path, failed_file: str, old_line: int) -> str:
-    """``hunk #N (@@ … @@)`` of ``patch`` for ``failed_file`` starting at ``old_line``, as git reports it."""
-    text = patch.read_text(encoding="utf-8", errors="replace").splitlines()
-    names: tuple[str, ...] = ()
-    number = 0
-    for i, line in enumerate(text):
-        # A file header is a ---/+++ pair; a lone "--- " is a removed line that began with "-- ".
-        if line.startswith("--- ") and i + 1 < len(text) and text[i + 1].startswith("+++ "):
-            names = (_strip_p1(line), _strip_p1(text[i + 1]))
-            number = 0
-        elif match := _HUNK.match(line):
-            number += 1
-            if failed_file in names and int(match.group(1)) == old_line:
-                return f"hunk #{number} ({line.split(' @@')[0]} @@)"
-    return f"the hunk at line {old_line}"
-
-
-def _strip_p1(header: str) -> str:
-    name = header[4:].split("\t")[0].strip()
-    return name.split("/", 1)[1] if "/" in name else name
-
-
 def _apply_patch(src: Path, patch: Patch) -> None:
     status, _, err = _run_git(src, "apply", "--whitespace=nowarn", str(patch.path))
     if status != 0:
-        raise SeriesError(_apply_failure(patch, status, err))
-
-
-def _apply_failure(patch: Patch, status: int, stderr: str) -> str:
-    """The one-line message for a patch ``git apply`` refused with ``status`` and ``stderr``."""
-    if "No valid patches in input" in stderr:
-        return (f"patch {patch.series}/{patch.name} is not a patch (no diff in it); the tree was reset to "
-                f"pristine, regenerate {patch.path} with `git format-patch` or remove it")
-    errors = [line[len("error: "):] for line in stderr.splitlines() if line.startswith("error: ")]
-    where = errors[0] if errors else stderr.strip() or f"git apply exit status {status}"
-    for error in errors:
-        failed = re.fullmatch(r"patch failed: (.+):(\d+)", error)
-        if failed:
-            where = f"{failed.group(1)} {_hunk(patch.path, failed.group(1), int(failed.group(2)))} does not apply"
-            break
-    return (f"patch {patch.series}/{patch.name} failed: {where}; the tree was reset to pristine, "
-            f"rebase the patch on the vendored tree and apply again")
+        raise SeriesError(patch_failure.message(patch, status, err))
 
 
 def _copy_llamafile_files(src: Path) -> None:
