@@ -60,6 +60,9 @@ def test_credentials_come_from_the_environment_only(tmp_path: Path) -> None:
     assert client.credentials(tls, {client.TOKEN: "t0k", client.TOKEN_FILE: str(token_file)}).token == "t0k"
     creds = client.credentials(tls, {client.TOKEN: "s3cret"})
     assert "s3cret" not in repr(creds) and "s3cret" not in str(creds)
+    assert creds.header == "authorization"
+    assert client.credentials(tls, {client.TOKEN: "k", client.TOKEN_HEADER: "X-BuildBuddy-API-Key"}).header == \
+        "x-buildbuddy-api-key"
     cert, key, ca = (tmp_path / n for n in ("c.pem", "k.pem", "ca.pem"))
     for path in (cert, key, ca):
         path.write_bytes(path.name.encode())
@@ -75,6 +78,8 @@ def test_credentials_come_from_the_environment_only(tmp_path: Path) -> None:
                                                                "read it"),
     ("grpcs://h:1", {client.TLS_CERT: "/dev/null"}, "OPENCOTI_CACHE_TLS_CERT is set without OPENCOTI_CACHE_TLS_KEY"),
     ("grpc://h:1", {client.TLS_CA: "/dev/null"}, "OPENCOTI_CACHE_TLS_CA is set but CACHE_URL=grpc://h:1 is plaintext"),
+    ("grpcs://h:1", {client.TOKEN_HEADER: "x key"}, "OPENCOTI_CACHE_TOKEN_HEADER=x key is not a header"),
+    ("grpcs://h:1", {client.TOKEN_HEADER: "grpc-timeout"}, "OPENCOTI_CACHE_TOKEN_HEADER=grpc-timeout is not a header"),
 ])
 def test_credentials_that_cannot_be_used_are_one_line(url: str, environ: dict[str, str], says: str) -> None:
     with pytest.raises(UserError) as err:

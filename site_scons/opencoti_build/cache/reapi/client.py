@@ -2,10 +2,11 @@
 (GetCapabilities, the ActionCache, the CAS's FindMissingBlobs and batch calls, ByteStream for large blobs).
 
 ``CACHE_URL=grpc://HOST:PORT[/INSTANCE]`` (plaintext) or ``grpcs://…`` (TLS, the server's certificate checked against
-the system's CAs, or ``OPENCOTI_CACHE_TLS_CA``). Credentials never come from the command line or the URL: a bearer
-token from ``OPENCOTI_CACHE_TOKEN``, or from the file ``OPENCOTI_CACHE_TOKEN_FILE`` names (sent only over TLS), and an
-optional client certificate (``OPENCOTI_CACHE_TLS_CERT`` with ``OPENCOTI_CACHE_TLS_KEY``). They are read once, kept
-in memory, and appear in no message.
+the system's CAs, or ``OPENCOTI_CACHE_TLS_CA``). Credentials never come from the command line or the URL: a token
+from ``OPENCOTI_CACHE_TOKEN``, or from the file ``OPENCOTI_CACHE_TOKEN_FILE`` names (sent only over TLS, as
+``authorization: Bearer <token>``, or in the header ``OPENCOTI_CACHE_TOKEN_HEADER`` names, as is: BuildBuddy's
+``x-buildbuddy-api-key``), and an optional client certificate (``OPENCOTI_CACHE_TLS_CERT`` with
+``OPENCOTI_CACHE_TLS_KEY``). They are read once, kept in memory, and appear in no message.
 
 grpc's generic calls carry our own encoded bytes (opencoti_build.cache.reapi.messages): no generated stubs, no protobuf
 runtime. Every call has a deadline and no retries; a failure is a :class:`CallFailed` carrying the gRPC code, which
@@ -14,6 +15,7 @@ the tier (opencoti_build.cache.reapi.tier) turns into one WARN.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +28,8 @@ from opencoti_build.cache.reapi.messages import ActionResult, Digest
 from opencoti_build.errors import UserError
 
 URL_FORM = "grpc://HOST:PORT[/INSTANCE] (grpcs:// for TLS)"
-TOKEN, TOKEN_FILE = "OPENCOTI_CACHE_TOKEN", "OPENCOTI_CACHE_TOKEN_FILE"
+TOKEN, TOKEN_FILE, TOKEN_HEADER = "OPENCOTI_CACHE_TOKEN", "OPENCOTI_CACHE_TOKEN_FILE", "OPENCOTI_CACHE_TOKEN_HEADER"
+BEARER = "authorization"  # the default header: "Bearer <token>"; any other carries the token as it is
 TLS_CA, TLS_CERT, TLS_KEY = "OPENCOTI_CACHE_TLS_CA", "OPENCOTI_CACHE_TLS_CERT", "OPENCOTI_CACHE_TLS_KEY"
 CALL_TIMEOUT_S = 8.0  # one unary call (a server on a LAN answers in milliseconds; a loaded one in a few seconds)
 STREAM_BYTES_PER_S = 8 << 20  # a ByteStream call's deadline grows with its size, at least this rate
@@ -61,6 +64,7 @@ class Credentials:
     """What the environment gives to reach the server; the token and the key stay in memory."""
 
     token: str | None = None
+    header: str = BEARER
     ca: bytes | None = None
     cert: bytes | None = None
     key: bytes | None = None
@@ -145,7 +149,11 @@ def credentials(endpoint: Endpoint, environ: Mapping[str, str] = os.environ) -> 
     if (cert is not None or ca is not None) and not endpoint.tls:
         raise UserError(f"{TLS_CERT if cert is not None else TLS_CA} is set but CACHE_URL={endpoint.url} is "
                         "plaintext; use grpcs://, or unset it")
-    return Credentials(token, ca, cert, key)
+    header = environ.get(TOKEN_HEADER, BEARER).strip().lower()
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", header) or header.startswith("grpc-") or header.endswith("-bin"):
+        raise UserError(f"{TOKEN_HEADER}={header} is not a header a token can go in; name a gRPC metadata key such as "
+                        "x-buildbuddy-api-key, or unset it for authorization: Bearer")
+    return Credentials(token, header, ca, cert, key)
 
 
 def _identity(data: bytes) -> bytes:
@@ -168,7 +176,8 @@ class Client:
             self._channel = grpc.secure_channel(endpoint.target, channel_creds, options)
         else:
             self._channel = grpc.insecure_channel(endpoint.target, options)
-        self._metadata = (("authorization", f"Bearer {creds.token}"),) if creds.token else ()
+        value = f"Bearer {creds.token}" if creds.header == BEARER else creds.token
+        self._metadata = ((creds.header, value),) if creds.token else ()
 
     def close(self) -> None:
         self._channel.close()
