@@ -138,7 +138,11 @@ def fat_object_emitter(target, source, env):
     compiler = env["FAT_TOOLCHAIN"].compiler(arch, cxx)
     env.CompileDbEntry(x86, source[0], "FATCXXCOM" if cxx else "FATCCCOM",
                        lambda argv: fatcc.half_compile_command(driver, argv[1:], arch, compiler))
-    return [x86, x86.dir.Dir(".aarch64").File(x86.name)], source
+    targets = [x86, x86.dir.Dir(".aarch64").File(x86.name)]
+    flags = env.subst("$FATCCFLAGS $FATCXXFLAGS $FATEXTRAFLAGS" if cxx else "$FATCCFLAGS $FATEXTRAFLAGS").split()
+    if env["FAT_TOOLCHAIN"].objects_follow_code(flags) and hasattr(env, "DecidedByCode"):
+        env.DecidedByCode(targets)  # a comment edit of its sources compiles nothing (site_tools/code_decider.py)
+    return targets, source
 
 
 def _twin_sources_emitter(target, source, env):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR, runnable_argv
+from opencoti_build.cosmo.cosmo_toolchain import SHIM_DIR, Toolchain, runnable_argv
 
 
 @pytest.mark.parametrize("head, through_sh", [
@@ -29,3 +29,15 @@ def test_the_stand_ins_ar_ape_is_refused_by_execve_like_the_real_one() -> None:
     """The fast tiers use the stand-in: its ar.ape must take the same path as cosmocc's APE ar.ape does."""
     ar = str(SHIM_DIR / "bin" / "ar.ape")
     assert runnable_argv([ar, "rcsD"]) == ["/bin/sh", ar, "rcsD"]
+
+
+@pytest.mark.parametrize(("kind", "flags", "follows"), [
+    ("stand-in", ["-mclang", "-g"], True),  # gcc whatever the flags say
+    ("cosmocc", ["-O2", "-g"], True),  # gcc by default
+    ("cosmocc", ["-mclang", "-g", "-gno-column-info"], False),  # clang's DWARF 5 line table: each source's MD5
+    ("cosmocc", ["-mclang", "-g", "-mgcc"], True), ("cosmocc", ["-mclang", "-O2"], True),
+    ("cosmocc", ["-g", "-mclang", "-g0"], True),
+])
+def test_only_a_clang_compile_with_debug_info_writes_objects_that_follow_comments(kind: str, flags: list[str],
+                                                                                  follows: bool) -> None:
+    assert Toolchain(kind, Path("/c")).objects_follow_code(flags) is follows

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +72,16 @@ class Toolchain:
             return (f"cosmocc stand-in ({self.root}/bin: gcc + aarch64-linux-gnu-gcc; "
                     "empty COSMOCC= for the pinned cosmocc, COSMOCC=DIR for yours)")
         return f"cosmocc at {self.root}" + (f" ({self.origin})" if self.origin else "")
+
+    def objects_follow_code(self, flags: Sequence[str]) -> bool:
+        """Whether a compile with ``flags`` writes the same object for the same code, whatever the comments: gcc's do
+        (the stand-in runs gcc whatever the flags, a cosmocc runs it by default and with -mgcc); a cosmocc's clang
+        (-mclang) with debug info puts each source's MD5 in the DWARF 5 line table."""
+        if self.kind == "stand-in":
+            return True
+        compiler = [flag for flag in flags if flag in ("-mclang", "-mgcc")]
+        debug = [flag for flag in flags if flag.startswith("-g") and not flag.startswith("-gno-")]
+        return not compiler or compiler[-1] == "-mgcc" or not debug or debug[-1] == "-g0"
 
     def record(self) -> str:
         """What MANIFEST.json says made the host: no path of the checkout (the stand-in lives in it)."""
