@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench import fatbench
-from opencoti_scons.build_server import READ_AHEAD
+from opencoti_build.server.request_loop import READ_AHEAD
 
 GIB = 1 << 30
 

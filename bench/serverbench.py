@@ -19,8 +19,7 @@ from pathlib import Path
 from bench import fatbench, fattree
 from bench.measure import median, run
 from opencoti_build.report import summary
-from opencoti_build.server import native_client, protocol
-from opencoti_scons import build_server
+from opencoti_build.server import native_client, protocol, request_loop
 
 COMPARED = ("o/llamafile/llamafile", "o/llamafile/linked/llamafile.aarch64.elf", "o/llamafile/linked/llamafile.com.dbg")
 
@@ -93,7 +92,7 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
     return {"tus": tus, "cold": cold, "null": null, "header_edit": {**edit, "header": fattree.EDIT_HEADER,
             "expected_dependents": len(tree.dependents(fattree.EDIT_HEADER))},
             "compiles_in_next_request": after, "differing_from_one_shot": differing,
-            "answered_from_record": sum(build_server.NULL_ANSWER in line for line in answers), "requests": len(answers),
+            "answered_from_record": sum(request_loop.NULL_ANSWER in line for line in answers), "requests": len(answers),
             "server_log": answers}
 
 

@@ -10,8 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from opencoti_build.server import native_client, protocol
-from opencoti_scons import build_server
+from opencoti_build.server import native_client, protocol, request_loop, supervisor
 
 from null_build_checkout import Checkout
 
@@ -38,19 +37,19 @@ class Server:
 
     def answers(self) -> list[str]:
         """How each request was answered, in order: from the record, by the reader, or by a forked run."""
-        return [next((how for how in (build_server.NULL_ANSWER, build_server.READ_AHEAD)
-                      if f": {how}, " in line or f": {how} (" in line), build_server.FORKED_RUN)
+        return [next((how for how in (request_loop.NULL_ANSWER, request_loop.READ_AHEAD)
+                      if f": {how}, " in line or f": {how} (" in line), request_loop.FORKED_RUN)
                 for line in self.build_lines()]
 
     def reader_ready(self, after: int, timeout: float = 300) -> None:
         """Wait until the server has logged its reader ready ``after`` times in all (reading ahead takes a moment)."""
         deadline = time.monotonic() + timeout
-        while (self.log.read_text().count(build_server.READER_READY) if self.log.exists() else 0) <= after:
+        while (self.log.read_text().count(supervisor.READER_READY) if self.log.exists() else 0) <= after:
             assert time.monotonic() < deadline, "the server's reader never got ready"
             time.sleep(0.05)
 
     def readers_ready(self) -> int:
-        return self.log.read_text().count(build_server.READER_READY) if self.log.exists() else 0
+        return self.log.read_text().count(supervisor.READER_READY) if self.log.exists() else 0
 
     def stop(self) -> None:
         """``stop``, then SIGKILL by PID if it is still there: a test never leaves a server behind."""

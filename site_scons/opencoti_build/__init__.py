@@ -19,7 +19,7 @@ import them directly. Each package has its own index.
 - ``native``: the native-ELF lane (host gcc, one architecture) over the same source description.
 - ``project``: where the checkout is, derived from this package's location in one place.
 - ``report``: what a build tells: compile_commands.json entries, step lines, the summary line.
-- ``server``: the build server's client, its socket protocol and its inotify watcher (the server: ``opencoti_scons.build_server``).
+- ``server``: the build server and its client: the daemon, its runs, the request loop, the socket protocol, the watcher.
 - ``streams``: the process's standard streams redirected in one place: descriptors 0-2 and ``sys.stdout`` & co.
 - ``tempfiles``: temporaries written beside their destination, renamed into place, swept when dead (every package's).
 - ``tree``: the llamafile source tree: its description as data, the vendored patch series, per-package flags, the binary's own zip store and the web UI.

@@ -9,7 +9,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "inspect": ("opencoti_build.artifacts.binary_report", "main", "print architectures, symbols and entries of a DSO or host binary"),
     "verify": ("opencoti_build.artifacts.verify", "main", "check a .llamafile artifact against its MANIFEST.json"),
     "pin": ("opencoti_build.artifacts.verify", "pin_main", "print the vendors/pin/embedder.txt line for an artifact"),
-    "serve": ("opencoti_scons.build_server", "main", "start the resident build server for this checkout and KEY=VALUE variables"),
+    "serve": ("opencoti_scons.server_hooks", "main", "start the resident build server for this checkout and KEY=VALUE variables"),
     "build": ("opencoti_build.server.client", "build_main", "build through the server (a plain scons run when none serves)"),
     "stop": ("opencoti_build.server.client", "stop_main", "stop the build server for this checkout and KEY=VALUE "
              "variables; with none, every server of this checkout, each named"),

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from opencoti_build.server import native_client, protocol
+from opencoti_build.server import native_client, protocol, request_loop
 from opencoti_build.server.watcher import Changes, Watcher
-from opencoti_scons import build_server
 
 from null_build_checkout import Checkout, append_text, assert_equals_clean_build, prepare
 from scons_runs import compiled, summary
@@ -51,7 +50,7 @@ def test_a_null_request_is_answered_from_the_record_as_a_scons_run_would_answer(
     assert first.returncode == 0, first.stdout + first.stderr
     null = build(checkout)
     assert null.returncode == 0, null.stdout + null.stderr
-    assert server.answers()[-1] == build_server.NULL_ANSWER
+    assert server.answers()[-1] == request_loop.NULL_ANSWER
     counts = summary.parse(null.stdout)
     assert counts and counts["compiled"] == counts["cached"] == 0 and counts["current"] > 0
     argv, env = checkout.command()  # the same request as a one-shot scons run in the checkout takes the fast path
@@ -67,11 +66,11 @@ def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checko
     would = checkout.run("-n")  # a one-shot dry run: what a scons run would compile now
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
-    assert server.answers()[-1] == build_server.FORKED_RUN
+    assert server.answers()[-1] == request_loop.FORKED_RUN
     assert compiled(edited) == compiled(would) != []
     assert checkout.run("-q").returncode == 0  # a full evaluation finds it current
     again = build(checkout)
-    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == build_server.NULL_ANSWER
+    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == request_loop.NULL_ANSWER
     assert_equals_clean_build(checkout, "after a header edit through the server")
 
 
@@ -97,7 +96,7 @@ def test_an_edit_after_a_run_is_built_by_the_reader_that_read_the_graph_ahead(ch
     would = checkout.run("-n")  # a one-shot dry run writes nothing: the reader's reading still holds
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
-    assert server.answers()[-1] == build_server.READ_AHEAD, server.build_lines()[-1]
+    assert server.answers()[-1] == request_loop.READ_AHEAD, server.build_lines()[-1]
     # the log says why it was not answered from the record: the edited header, by its path
     assert f"(the record does not hold: {checkout.tree.joinpath(*GGML_H)} changed)" in server.build_lines()[-1]
     assert compiled(edited) == compiled(would) != []
@@ -105,7 +104,7 @@ def test_an_edit_after_a_run_is_built_by_the_reader_that_read_the_graph_ahead(ch
     assert edited.stderr == ""
     assert checkout.run("-q").returncode == 0  # a full evaluation finds it current
     again = build(checkout)
-    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == build_server.NULL_ANSWER
+    assert summary.parse(again.stdout)["compiled"] == 0 and server.answers()[-1] == request_loop.NULL_ANSWER
     assert_equals_clean_build(checkout, "after an edit built by the reader")
 
 
@@ -122,7 +121,7 @@ def test_a_source_the_reading_looked_at_then_edited_is_rebuilt_by_the_reader(che
     would = checkout.run("-n")
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
-    assert server.answers()[-1] == build_server.READ_AHEAD, server.build_lines()[-1]
+    assert server.answers()[-1] == request_loop.READ_AHEAD, server.build_lines()[-1]
     assert compiled(edited) == compiled(would) == ["out/o/llamafile/main.cpp.o"]
     assert_equals_clean_build(checkout, "after a source edit built by the reader")
 
@@ -137,7 +136,7 @@ def test_a_reader_whose_reading_changed_declines_and_a_forked_run_builds(checkou
     would = checkout.run("-n")
     rebuilt = build(checkout)
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
-    assert server.answers()[-1] == build_server.FORKED_RUN and _declined(server) == f"{version} changed"
+    assert server.answers()[-1] == request_loop.FORKED_RUN and _declined(server) == f"{version} changed"
     assert compiled(rebuilt) == compiled(would) != []
     assert_equals_clean_build(checkout, "after the reader declined a changed reading")
 
@@ -155,7 +154,7 @@ def test_a_build_by_another_run_makes_the_server_read_ahead_again(checkout: Chec
     would = checkout.run("-n")
     rebuilt = build(checkout)
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
-    assert server.answers()[-1] == build_server.READ_AHEAD, server.build_lines()[-1]
+    assert server.answers()[-1] == request_loop.READ_AHEAD, server.build_lines()[-1]
     assert compiled(rebuilt) == compiled(would) != []
     assert_equals_clean_build(checkout, "after another run, an edit built by a new reader")
 
@@ -165,9 +164,9 @@ def test_the_c_client_builds_and_answers_as_the_python_client_does(checkout: Che
     would = checkout.run("-n")
     edited = native_build(checkout, server)
     assert edited.returncode == 0, edited.stdout + edited.stderr
-    assert server.answers()[-1] == build_server.FORKED_RUN and compiled(edited) == compiled(would) != []
+    assert server.answers()[-1] == request_loop.FORKED_RUN and compiled(edited) == compiled(would) != []
     native_null, python_null = native_build(checkout, server), build(checkout)
-    assert server.answers()[-2:] == [build_server.NULL_ANSWER] * 2
+    assert server.answers()[-2:] == [request_loop.NULL_ANSWER] * 2
     assert (native_null.returncode, _unclocked(native_null.stdout), native_null.stderr) == \
         (python_null.returncode, _unclocked(python_null.stdout), python_null.stderr)
     assert_equals_clean_build(checkout, "after a header edit built by the C client")
@@ -192,7 +191,7 @@ def test_a_request_may_pick_its_targets_and_output_with_per_request_variables(ch
     args, env = request_args(checkout, f"FILE={source}", "VERBOSE=1")
     one = client(checkout.root, "build", *[a for a in args if a not in ("host", "vulkan")], "compile", env=env)
     assert one.returncode == 0, one.stdout + one.stderr
-    assert server.answers()[-1] == build_server.FORKED_RUN  # the same server: FILE and VERBOSE are the request's
+    assert server.answers()[-1] == request_loop.FORKED_RUN  # the same server: FILE and VERBOSE are the request's
     assert "[x86_64] " in one.stdout and summary.parse(one.stdout)["compiled"] == 1  # main.cpp's fat pair alone
 
 
@@ -203,9 +202,9 @@ def test_a_change_to_the_servers_code_restarts_it_before_the_request(checkout: C
     assert changed.returncode == 0, changed.stdout + changed.stderr
     log = server.log.read_text()
     assert "the server's code changed: restarting" in log
-    assert server.answers()[-1] == build_server.FORKED_RUN  # the SConscripts read the new sources.py: a full run
+    assert server.answers()[-1] == request_loop.FORKED_RUN  # the SConscripts read the new sources.py: a full run
     assert server.pid == pid  # re-executed in place: the same process, socket and lock
-    assert build(checkout).returncode == 0 and server.answers()[-1] == build_server.NULL_ANSWER
+    assert build(checkout).returncode == 0 and server.answers()[-1] == request_loop.NULL_ANSWER
 
 
 def test_a_change_to_the_c_client_restarts_the_server_which_compiles_it_again(checkout: Checkout,
@@ -240,7 +239,7 @@ def test_a_request_waits_for_a_run_that_holds_the_build_lock(checkout: Checkout,
     out, err = waiting.communicate(timeout=900)
     assert waiting.returncode == 0, out + err
     assert "waiting for the build running in" in out + err
-    assert server.answers()[-1] == build_server.FORKED_RUN
+    assert server.answers()[-1] == request_loop.FORKED_RUN
 
 
 def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(checkout: Checkout,
@@ -278,7 +277,7 @@ def test_a_killed_server_leaves_builds_to_scons_and_a_new_server_takes_its_place
     restarted = start(checkout)  # the lock died with the server: a new one replaces the stale socket
     assert restarted.pid != killed
     assert build(checkout).returncode == 0 and build(checkout).returncode == 0
-    assert restarted.answers()[-1] == build_server.NULL_ANSWER
+    assert restarted.answers()[-1] == request_loop.NULL_ANSWER
 
 
 def test_stop_stops_the_server_and_removes_its_socket(checkout: Checkout, server: Server) -> None:

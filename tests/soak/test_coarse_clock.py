@@ -28,8 +28,7 @@ from pathlib import Path
 import pytest
 from inotify_simple import INotify, flags
 
-from opencoti_build.server import protocol
-from opencoti_scons import build_server
+from opencoti_build.server import protocol, request_loop, supervisor
 
 from scons_runs import clone, scons_command
 from server_runs import Server, client
@@ -131,7 +130,7 @@ class Tree:
         while time.monotonic() < deadline:
             lines = server.log.read_text().splitlines() if server.log.exists() else []
             last_build = max((n for n, line in enumerate(lines) if " build " in line), default=-1)
-            if any(build_server.READER_READY in line for line in lines[last_build + 1:]):
+            if any(supervisor.READER_READY in line for line in lines[last_build + 1:]):
                 return
             time.sleep(0.02)
 
@@ -201,7 +200,7 @@ def test_a_same_second_edit_and_revert_is_seen_by_the_next_build(tree: Tree, tri
     assert question.returncode == 1, f"{label}: scons -q calls the tree current with an object of the edit"
     rebuilt = tree.build(rebuild_via)
     if rebuild_via:
-        assert tree.server is not None and tree.server.answers()[-1] != build_server.NULL_ANSWER, \
+        assert tree.server is not None and tree.server.answers()[-1] != request_loop.NULL_ANSWER, \
             f"{label}: the server answered from the record: {tree.server.build_lines()[-1]}"
     clean_out = f"clean-{trial}"
     tree.one_shot(out=clean_out)

@@ -30,8 +30,7 @@ from pathlib import Path
 import pytest
 
 from opencoti_build.incremental import build_lock
-from opencoti_build.server import protocol
-from opencoti_scons import build_server
+from opencoti_build.server import protocol, request_loop
 
 from null_build_checkout import MUTATIONS, Checkout, assert_equals_clean_build, edit_header, edit_source, prepare
 from scons_runs import summary
@@ -64,7 +63,7 @@ def run_rounds(co: Checkout, seed: int, rounds: int) -> None:
             answers = server.answers()
             assert len(answers) == answered + 1, f"{label}: the request did not reach the server"
             counts = summary.parse(result.stdout)
-            if answers[-1] == build_server.NULL_ANSWER:
+            if answers[-1] == request_loop.NULL_ANSWER:
                 assert question.returncode == 0, f"{label}: the server answered from the record, scons -q said not current"
             if question.returncode == 0:
                 assert result.returncode == 0 and counts and counts["compiled"] == counts["cached"] == 0, \
@@ -74,7 +73,7 @@ def run_rounds(co: Checkout, seed: int, rounds: int) -> None:
                 continue
             assert co.run("-q").returncode == 0, f"{label}: not current after a successful request"
             again = other(co)  # the record holds for either client: the same request
-            assert again.returncode == 0 and server.answers()[-1] == build_server.NULL_ANSWER, \
+            assert again.returncode == 0 and server.answers()[-1] == request_loop.NULL_ANSWER, \
                 f"{label}: the request after a successful one was not answered from the record:\n{again.stdout}"
             if number % CLEAN_EVERY == 0 and not co.deleted:
                 assert_equals_clean_build(co, label)

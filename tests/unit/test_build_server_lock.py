@@ -1,4 +1,4 @@
-"""opencoti_scons.build_server.quiet_build_dir: when the server may answer a null request from the record. Under
+"""opencoti_build.server.null_answer.build_dir_held: when the server may answer a null request from the record. Under
 BUILD_DIR's lock, or while its own reader holds the lock reading the graph; never while another run holds it; and
 a reader that lets go of the lock between the server's try and its look at the holder does not cost the answer
 (the CI failure where a null request after a build 'ran in the reader')."""
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from opencoti_build.incremental import build_lock
-from opencoti_scons import build_server
+from opencoti_build.server import null_answer
+from opencoti_build.server.supervisor import Reader, Request
 
 
 @pytest.fixture
@@ -31,8 +32,8 @@ def channel() -> Iterator[tuple[socket.socket, socket.socket]]:
     reader_end.close()
 
 
-def _reader(channel: socket.socket, pid: int) -> build_server._Reader:
-    return build_server._Reader(pid, -1, channel, ([], "/", {}))
+def _reader(channel: socket.socket, pid: int) -> Reader:
+    return Reader(pid, -1, channel, Request([], "/", {}))
 
 
 @contextmanager
@@ -53,13 +54,13 @@ def _lock_free(build_dir: Path) -> bool:
 
 
 def test_a_free_lock_is_held_while_the_answer_is_given(build_dir: Path) -> None:
-    with build_server.quiet_build_dir(build_dir, None) as busy:
+    with null_answer.build_dir_held(build_dir, None) as busy:
         assert busy is None and not _lock_free(build_dir)
     assert _lock_free(build_dir)
 
 
 def test_the_servers_reader_reading_under_the_lock_lets_the_answer_be_given(build_dir: Path, channel) -> None:
-    with _held(build_dir), build_server.quiet_build_dir(build_dir, _reader(channel[0], os.getpid())) as busy:
+    with _held(build_dir), null_answer.build_dir_held(build_dir, _reader(channel[0], os.getpid())) as busy:
         assert busy is None
 
 
@@ -67,7 +68,7 @@ def test_the_servers_reader_reading_under_the_lock_lets_the_answer_be_given(buil
 def test_another_run_holding_the_lock_refuses_the_answer(build_dir: Path, channel, who: str) -> None:
     reader = _reader(channel[0], os.getpid() + 1 if who == "another run" else os.getpid())
     reader.ready = who != "another run"  # it has read and let go: the lock's holder now is another run
-    with _held(build_dir), build_server.quiet_build_dir(build_dir, reader) as busy:
+    with _held(build_dir), null_answer.build_dir_held(build_dir, reader) as busy:
         assert busy == f"BUILD_DIR's lock held by pid {os.getpid()}"
 
 
@@ -93,7 +94,7 @@ def test_a_reader_that_lets_go_between_the_try_and_the_look_costs_no_answer(buil
     if window == "ready said":  # the look saw the reader hold it; its "ready" came just after
         monkeypatch.setattr(build_lock, "holder_now", lambda path: reader.pid)
         channel[1].sendall(b"ready")
-    with build_server.quiet_build_dir(build_dir, reader) as busy:
+    with null_answer.build_dir_held(build_dir, reader) as busy:
         assert busy is None and len(tries) == 2
         with briefly(build_dir) as held:  # answered under the lock
             assert not held
@@ -106,5 +107,5 @@ def test_a_lock_let_go_at_every_look_is_no_answer_without_it(build_dir: Path, mo
 
     monkeypatch.setattr(build_lock, "briefly", never_held)
     monkeypatch.setattr(build_lock, "holder_now", lambda path: None)
-    with build_server.quiet_build_dir(build_dir, None) as busy:
+    with null_answer.build_dir_held(build_dir, None) as busy:
         assert busy is not None and "let go" in busy

@@ -16,7 +16,10 @@ import pytest
 
 from opencoti_build.incremental import build_lock
 from opencoti_build.server import boundary, client, protocol
-from opencoti_scons import build_server
+from opencoti_build.server.listener import Bound, Refused, bind, bookkeeping
+from opencoti_scons import server_hooks
+
+BOOKKEEPING = bookkeeping(server_hooks.SConsHooks().sconsign)
 
 ME = os.geteuid()
 OTHER = 65534 if ME != 65534 else 65533  # nobody
@@ -52,14 +55,14 @@ def test_serve_makes_the_build_dir_and_its_server_dir_0700_whatever_the_umask(tm
 def test_servers_lock_and_socket_are_0600_whatever_the_umask(tmp_path: Path, umask_0, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     variables = ["BUILD_DIR=out"]
-    listener, lock_fd = build_server._bind(tmp_path, variables)
+    bound: Bound = bind(tmp_path, variables, BOOKKEEPING)
     try:
         assert _mode(tmp_path / "out") == _mode(tmp_path / "out" / "server") == 0o700
         assert _mode(protocol.server_file(tmp_path, variables, ".lock")) == 0o600
         assert _mode(protocol.server_file(tmp_path, variables, ".sock")) == 0o600
     finally:
-        listener.close()
-        os.close(lock_fd)
+        bound.listener.close()
+        os.close(bound.lock_fd)
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o755, 0o750, 0o701])
@@ -97,8 +100,8 @@ def test_serve_refuses_before_it_locks_or_binds_anything(tmp_path: Path) -> None
     directory = tmp_path / "out" / "server"
     directory.mkdir(parents=True, mode=0o700)
     directory.chmod(0o777)
-    with pytest.raises(build_server._Refused) as refused:
-        build_server._bind(tmp_path, ["BUILD_DIR=out"])
+    with pytest.raises(Refused) as refused:
+        bind(tmp_path, ["BUILD_DIR=out"], BOOKKEEPING)
     assert str(refused.value) == ("out/server is open to group or others (mode 0777): remove it (rm -rf out/server) "
                                   "and serve again")
     assert list(directory.iterdir()) == []
@@ -110,21 +113,21 @@ def test_a_build_dir_others_may_write_is_refused_with_its_fix(tmp_path: Path) ->
     build = tmp_path / "build"
     build.mkdir()
     build.chmod(0o757)
-    assert _refusal(boundary.check_build_dir, build, "build", build_server.BOOKKEEPING) == (
+    assert _refusal(boundary.check_build_dir, build, "build", BOOKKEEPING) == (
         "build is writable by others (mode 0757): chmod go-w build and serve again")
     build.chmod(0o755)  # readable by others is fine: objects and artifacts are no secret
-    boundary.check_build_dir(build, "build", build_server.BOOKKEEPING)
+    boundary.check_build_dir(build, "build", BOOKKEEPING)
 
 
-@pytest.mark.parametrize("name", build_server.BOOKKEEPING)
+@pytest.mark.parametrize("name", BOOKKEEPING)
 def test_bookkeeping_others_may_write_or_own_is_refused(tmp_path: Path, name: str) -> None:
     (tmp_path / name).write_text("")
     (tmp_path / name).chmod(0o646)
-    assert _refusal(boundary.check_build_dir, tmp_path, "build", build_server.BOOKKEEPING) == (
+    assert _refusal(boundary.check_build_dir, tmp_path, "build", BOOKKEEPING) == (
         f"build/{name} is writable by others (mode 0646): chmod go-w build/{name} and serve again")
     (tmp_path / name).chmod(0o644)
-    boundary.check_build_dir(tmp_path, "build", build_server.BOOKKEEPING)
-    assert _refusal(boundary.check_build_dir, tmp_path, "build", build_server.BOOKKEEPING, uid=ME + 1).startswith(
+    boundary.check_build_dir(tmp_path, "build", BOOKKEEPING)
+    assert _refusal(boundary.check_build_dir, tmp_path, "build", BOOKKEEPING, uid=ME + 1).startswith(
         f"build is owned by uid {ME} (not you, uid {ME + 1}): remove it (rm -rf build)")
 
 
@@ -132,7 +135,7 @@ def test_the_bookkeeping_serve_checks_is_what_the_server_relies_on() -> None:
     from opencoti_build.incremental import null_build
     from opencoti_scons import engine
 
-    assert set(build_server.BOOKKEEPING) == {build_lock.LOCK_NAME, null_build.RECORD_NAME, engine.SCONSIGN_DB}
+    assert set(BOOKKEEPING) == {build_lock.LOCK_NAME, null_build.RECORD_NAME, engine.SCONSIGN_DB}
 
 
 def test_a_group_write_bit_is_refused_unless_the_group_is_the_users_alone(tmp_path: Path) -> None:
