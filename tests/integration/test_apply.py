@@ -171,18 +171,19 @@ def _twins(*sources: str) -> list[str]:
 def test_changing_one_patch_recompiles_exactly_its_objects_and_identical_reapply_nothing(workdir):
     log_h, ggml_c = SUB["common/log.h"], SUB["ggml/src/ggml.c"]
     header_patch, source_patch = workdir / "series/0001-log-h.patch", workdir / "series/0002-ggml-c.patch"
-    header_patch.write_text(diff("llama.cpp/common/log.h", log_h, log_h + "// opencoti: v1\n"))
-    source_patch.write_text(diff("llama.cpp/ggml/src/ggml.c", ggml_c, ggml_c + "/* opencoti: v1 */\n"))
+    # code, not comments: an edit of comments alone compiles nothing (opencoti_scons/code_decider.py)
+    header_patch.write_text(diff("llama.cpp/common/log.h", log_h, log_h + "#define OPENCOTI_V1 1\n"))
+    source_patch.write_text(diff("llama.cpp/ggml/src/ggml.c", ggml_c, ggml_c + "int opencoti_v1;\n"))
     tree = mini_tree(workdir)
     build = workdir / "build"
 
     first = scons(workdir, tree)
     assert first.returncode == 0, first.stderr
     assert re.search(r"^apply: ", first.stdout, re.M)  # never patched: applied before the tree was read
-    assert "// opencoti: v1" in (tree / "llama.cpp/common/log.h").read_text()
+    assert "#define OPENCOTI_V1 1" in (tree / "llama.cpp/common/log.h").read_text()
 
     objects = _objects(build)
-    source_patch.write_text(diff("llama.cpp/ggml/src/ggml.c", ggml_c, ggml_c + "/* opencoti: v2 */\n"))
+    source_patch.write_text(diff("llama.cpp/ggml/src/ggml.c", ggml_c, ggml_c + "int opencoti_v2;\n"))
     source_changed = scons(workdir, tree)
     assert source_changed.returncode == 0, source_changed.stderr
     assert re.search(r"^apply: ", source_changed.stdout, re.M)
@@ -190,7 +191,7 @@ def test_changing_one_patch_recompiles_exactly_its_objects_and_identical_reapply
     assert _rebuilt(objects, _objects(build)) == _twins("llama.cpp/ggml/src/ggml.c")
 
     objects = _objects(build)
-    header_patch.write_text(diff("llama.cpp/common/log.h", log_h, log_h + "// opencoti: v2\n"))
+    header_patch.write_text(diff("llama.cpp/common/log.h", log_h, log_h + "#define OPENCOTI_V2 1\n"))
     header_changed = scons(workdir, tree)
     assert header_changed.returncode == 0, header_changed.stderr
     assert _rebuilt(objects, _objects(build)) == _twins(

@@ -107,7 +107,7 @@ def test_header_edit_recompiles_exactly_its_dependents(tree: Path, tmp_path: Pat
     header = tree / "llama.cpp/ggml/src/ggml-cpu/vec.h"
     header.touch()
     assert compiled(scons(f"SRC={tree}", "CACHE_DIR=", build=build)) == []  # same bytes: nothing
-    header.write_text(header.read_text() + "// edited\n")
+    header.write_text(header.read_text() + "#define OPENCOTI_EDITED 1\n")  # code: a comment compiles nothing
     rebuilt = compiled(scons(f"SRC={tree}", "CACHE_DIR=", build=build))
     o = str(build / "out/o/llama.cpp/ggml/src/ggml-cpu")
     assert rebuilt == [f"{o}/ggml-cpu.c.o", f"{o}/vec.cpp.o"]
@@ -288,7 +288,7 @@ def test_an_edit_in_the_same_second_as_the_recorded_stamp_is_rebuilt(tree: Path,
     header = tree / "llama.cpp/ggml/src/ggml-cpu/vec.h"
     os.utime(header, ns=(1_700_000_000_100_000_000,) * 2)
     scons(f"SRC={tree}", "CACHE_DIR=", build=build)
-    header.write_text(header.read_text() + "// edited in the same second\n")
+    header.write_text(header.read_text() + "#define OPENCOTI_EDITED_IN_THE_SAME_SECOND 1\n")
     os.utime(header, ns=(1_700_000_000_900_000_000,) * 2)
     rebuilt = compiled(scons(f"SRC={tree}", "CACHE_DIR=", build=build))
     o = str(build / "out/o/llama.cpp/ggml/src/ggml-cpu")
