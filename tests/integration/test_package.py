@@ -15,9 +15,11 @@ import pytest
 from opencoti_build.config import versioning
 from opencoti_build.incremental import null_build
 from opencoti_build.report import summary
+from opencoti_build.server import protocol, request_loop
 
 from packaging_support import FILE_ELF, PLEDGE, as_llamafile, run, write_gguf
 from scons_runs import MINI_TREE, PROJECT, dso_paths, scons, scons_command
+from server_runs import Server, client
 
 VERSION = versioning.llamafile_version(MINI_TREE)
 TAG = versioning.opencoti_tag(PROJECT / "vendors" / "llamafile" / "OPENCOTI_TAG")
@@ -158,6 +160,29 @@ def test_repackaging_happens_only_when_inputs_change_and_is_byte_identical(tmp_p
     changed = package(tmp_path, *argv)
     assert [line.split()[1] for line in summary.unprefixed(changed.stdout) if line.startswith("PACKAGE ")] == [
         str(dist(tmp_path) / EMBEDDER)]
+
+
+def test_a_package_request_with_nothing_changed_is_answered_by_the_server_from_the_record(
+        tmp_path: Path, inputs: dict[str, Path]) -> None:
+    argv, env = scons_command("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                              f"MODEL={inputs['model']}", f"ARGS={inputs['args']}", build=tmp_path / "b",
+                              home=tmp_path / "home")
+    args = argv[argv.index(str(PROJECT)) + 1:]  # the request: scons's arguments less -C (the client runs there)
+    variables = protocol.configuration(args)
+    started = client(PROJECT, "serve", "--detach", "--idle-timeout", "300", *variables, env=env)
+    assert started.returncode == 0, started.stdout + started.stderr
+    server = Server(PROJECT, variables, env)
+    try:
+        requests = [client(PROJECT, "build", *args, env=env) for _ in range(3)]  # the first makes the directories
+        assert [r.returncode for r in requests] == [0, 0, 0], requests[-1].stdout + requests[-1].stderr
+        assert server.answers()[-1] == request_loop.NULL_ANSWER, server.build_lines()[-1]
+        assert [line for line in requests[-1].stdout.splitlines() if line.startswith("run: ")] == [
+            line for line in requests[0].stdout.splitlines() if line.startswith("run: ")] != []
+        verified = client(PROJECT, "build", *args, "verify", env=env)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        assert "(never recorded: verify reads every artifact whole, each time)" in server.build_lines()[-1]
+    finally:
+        server.stop()
 
 
 def test_default_args_are_refused_by_a_host_without_the_patch_series(tmp_path: Path, inputs: dict[str, Path]) -> None:

@@ -117,6 +117,21 @@ def test_it_sends_what_the_python_client_sends_and_exits_with_the_answer(client_
     assert native_request == python_request
 
 
+def test_in_a_c_locale_both_clients_send_the_environment_the_shell_gave_them(client_binary: Path,
+                                                                            project: Path) -> None:
+    """Python coerces the C locale (PEP 538: LC_CTYPE=C.UTF-8 in its os.environ); the request carries the environment
+    the client was started with, so the two clients' requests stay equal and switching costs no full run."""
+    args = ["-Q", "host", *VARIABLES]
+    server = ScriptedServer(project, args, [status(0), status(0)])
+    shell = {k: v for k, v in _env().items() if not k.startswith("LC_") and k not in ("LANG", "LANGUAGE")}
+    native = _run([str(client_binary), *args], project, shell)
+    python = _run([sys.executable, "-m", "opencoti_build", "build", *args], project, shell)
+    server.close()
+    assert (native.returncode, python.returncode) == (0, 0), native.stderr + python.stderr
+    native_request, python_request = server.requests
+    assert "LC_CTYPE" not in python_request["env"] and native_request == python_request
+
+
 def test_retry_is_followed_and_fallback_runs_scons(client_binary: Path, project: Path) -> None:
     server = ScriptedServer(project, VARIABLES, [reply({"retry": True}), status(3), reply({"fallback": "another"})])
     retried = _run([str(client_binary), *VARIABLES], project, _env())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from opencoti_build.config import buildvars
-from opencoti_build.server import protocol
+from opencoti_build.server import client, protocol
 from opencoti_build.server.watcher import Changes
 
 
@@ -87,3 +87,10 @@ def test_options_that_move_the_project_are_told_apart_from_their_look_alikes() -
         assert protocol.moves_project(["-Q", *moving, "SRC=x"]), moving
     for staying in (["-Q", "-j2", "SRC=x"], ["FILE=-C"], ["--directoryx"], ["compile", "FILE=a.c"]):
         assert not protocol.moves_project(staying), staying
+
+
+def test_the_python_client_sends_the_environment_execve_gave_it(tmp_path: Path) -> None:
+    block = tmp_path / "environ"
+    block.write_bytes(b"PATH=/bin\0EMPTY=\0PATH=/second\0NOEQUALS\0ODD=\xff\0A=b=c\0")
+    assert client.started_environment(str(block)) == {"PATH": "/bin", "EMPTY": "", "ODD": "\udcff", "A": "b=c"}
+    assert client.started_environment(str(tmp_path / "none")) == dict(os.environ)  # no /proc: os.environ

@@ -67,10 +67,30 @@ def _plain_scons(args: Sequence[str]) -> int:
     return 127  # not reached
 
 
+def started_environment(block_file: str = "/proc/self/environ") -> dict[str, str]:
+    """The environment this process was started with, as the C client started by the same shell sends it.
+
+    Python adds to ``os.environ`` as it starts: LC_CTYPE=C.UTF-8 where the locale is C or POSIX (PEP 538), which
+    would make the two clients' requests differ and each switch between them a full run. The kernel keeps the block
+    ``execve`` was given; its entries are read as ``os.environ`` reads them (the first of a repeated name; one
+    without ``=`` left out). ``os.environ`` where the block cannot be read."""
+    try:
+        with open(block_file, "rb") as fh:
+            block = fh.read()
+    except OSError:
+        return dict(os.environ)
+    environment: dict[str, str] = {}
+    for entry in block.split(b"\0"):
+        name, equals, value = entry.partition(b"=")
+        if equals:
+            environment.setdefault(os.fsdecode(name), os.fsdecode(value))
+    return environment
+
+
 def build_main(args: Sequence[str]) -> int:
     args = list(args)
     variable_args = protocol.configuration(args)
-    request = {"op": "build", "argv": args, "cwd": os.getcwd(), "env": dict(os.environ)}
+    request = {"op": "build", "argv": args, "cwd": os.getcwd(), "env": started_environment()}
     for _ in range(_RETRIES):
         try:
             sock = _connect(variable_args)

@@ -63,11 +63,12 @@ class Recorded:
     def why_not_answered(self, request: Request, fds: Sequence[int], start: float, reader: Reader | None) -> str | None:
         """Print the fast path's output to the client's ``fds`` when the record holds (only changed paths are
         stat'ed again): None; else why it does not, as the server's log says it."""
+        never = null_build.why_never_recorded(request.argv)
+        if never is not None:
+            return f" (never recorded: {never})"
         record = self.record
         if record is None:
             return " (no record)"
-        if not null_build.eligible(request.argv):
-            return ""  # never recorded: nothing to say
         differs = null_build.settings_difference(record, request.argv, request.cwd, request.env, self.running)
         if differs is not None:
             return f" (the record differs in {differs})"
