@@ -30,7 +30,7 @@ from SCons.Script import BUILD_TARGETS, Default, GetOption
 
 from opencoti_build import errors, tempfiles
 from opencoti_build.cache import launchers
-from opencoti_build.config import buildvars, targets
+from opencoti_build.config import targets, values
 from opencoti_build.incremental import null_build
 from opencoti_build.report import compdb
 from opencoti_build.tree.sources import CXX_SUFFIXES
@@ -134,7 +134,7 @@ class CompileDb:
     def finish(self, env: Any, plan: targets.Plan) -> None:
         """Create the database node from every registered entry; called once, after every part is read."""
         if plan.compile_file:
-            self._compile_alias(env, buildvars.compile_file(env))
+            self._compile_alias(env, values.compile_file(env))
         if not env.get("COMPILEDB"):  # turned off (buildvars.validate refused `scons compiledb` with it empty)
             return
         if not plan.compiles:

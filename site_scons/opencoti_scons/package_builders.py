@@ -2,7 +2,6 @@
 opencoti_build.artifacts.packaging)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -12,9 +11,9 @@ from SCons.Script import Action
 
 from opencoti_build.artifacts import intoto, packaging, provenance, verify
 from opencoti_build.artifacts import manifest as manifests
+from opencoti_build.artifacts.specs import ArtifactSpec, Attestation, ManifestSpec, Package
 from opencoti_build.cache import file_digests
 from opencoti_build.config import signing_keys, versioning
-from opencoti_build.config.versioning import Identity
 from opencoti_build.incremental import import_closure
 from opencoti_build.report import summary
 from opencoti_scons.progress import count_as
@@ -26,19 +25,9 @@ PROVENANCE_CODE = [str(p) for p in import_closure.source_files(provenance.__name
 _UNREAD = "unread: the packager signs it"  # a signature no file has; never left in a node past the decision
 
 
-def _spec_contents(spec: dict) -> packaging.Contents:
-    return packaging.Contents(
-        host=Path(spec["host"]),
-        dsos={b: Path(p) for b, p in spec["dsos"].items()},
-        model=Path(spec["model"]) if spec["model"] else None,
-        args_file=Path(spec["args"]) if spec["args"] else None,
-        server=spec["server"],
-    )
-
-
 def _write_artifact(target, source, env):
-    spec = json.loads(source[-1].read())
-    contents = _spec_contents(spec)
+    spec = ArtifactSpec.from_json(source[-1].read())
+    contents = spec.contents()
     manifest = Path(target[0].abspath + manifests.MANIFEST_SUFFIX)
     try:  # the manifest step compares the tag with the old one, which goes away before the new artifact lands
         previous = manifests.read(manifest) if manifest.is_file() else None
@@ -49,7 +38,7 @@ def _write_artifact(target, source, env):
     try:
         artifact = Path(target[0].abspath)
         packaged = provenance.import_beside(lambda: packaging.write_artifact(
-            contents, artifact, align=spec["align"], epoch=spec["epoch"],
+            contents, artifact, align=spec.align, epoch=spec.epoch,
             claims=[manifest, provenance.sbom_path(artifact), provenance.statement_path(artifact)],
             on_digest=digests.remember, known=digests.entry))
     except packaging.ERRORS as exc:
@@ -94,20 +83,20 @@ def _manifest_data(record_node, meta_node) -> tuple[dict, dict]:
     """(the manifest, the artifact step's record) from that record and the manifest's Value: what the manifest
     step writes and the provenance step describes."""
     result, record = packaging.load_record(Path(record_node.abspath).read_text(encoding="utf-8"))
-    meta = json.loads(meta_node.read())
+    meta = ManifestSpec.from_json(meta_node.read())
     model = record["model"]
     data = manifests.build(
-        result, Identity(**meta["identity"]), host_name=record["host"], host_prebuilt=meta["hostPrebuilt"],
+        result, meta.identity, host_name=record["host"], host_prebuilt=meta.host_prebuilt,
         dsos=record["dsos"], dso_archs={b: manifests.dso_architectures(p) for b, p in record["dsoPaths"].items()},
         model=None if model is None else (model["name"], model["ggufVersion"]), args_text=record["args"],
-        patches=meta["patches"], toolchains=meta["toolchains"], epoch=meta["epoch"],
+        patches=list(meta.patches), toolchains=dict(meta.toolchains), epoch=meta.epoch,
     )
     return data, record
 
 
 def _write_manifest(target, source, env):
     data, record = _manifest_data(source[0], source[1])
-    identity = Identity(**json.loads(source[1].read())["identity"])
+    identity = ManifestSpec.from_json(source[1].read()).identity
     out = Path(target[0].abspath)
     conflicts = manifests.tag_conflicts(out.parent, data, previous={out.name: record.get("previousManifest")})
     if conflicts:
@@ -129,12 +118,12 @@ def _write_provenance(target, source, env):
     """The SBOM and the provenance Statement (signed with SIGNING_KEY) of the artifact, from what its manifest says
     (written before the manifest, which is the artifact's claim: a run killed between them leaves no manifest)."""
     manifest, _ = _manifest_data(source[0], source[1])
-    meta = json.loads(source[2].read())
-    sources = [provenance.Source(**s) for s in meta["sources"]]
+    attestation = Attestation.from_json(source[2].read())
+    sources = list(attestation.sources)
     artifact = Path(target[0].abspath[: -len(provenance.SBOM_SUFFIX)])
     try:
-        signer = signing_keys.load_private_key(Path(meta["signingKey"])) if meta["signingKey"] else None
-        statement = provenance.statement(manifest, sources, meta["parameters"], meta["toolchains"])
+        signer = signing_keys.load_private_key(Path(attestation.signing_key)) if attestation.signing_key else None
+        statement = provenance.statement(manifest, sources, attestation.parameters, attestation.toolchains)
         provenance.write(artifact, provenance.sbom(manifest, sources), intoto.statement_line(statement, signer))
     except (signing_keys.KeyFileError, provenance.ProvenanceError) as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
@@ -166,33 +155,32 @@ def _verify_all(artifacts, pubkey: tuple[str, str]):
     return verify_all
 
 
-def LlamafileArtifact(env, artifact, record, manifest, sources, spec: dict, meta: dict, attestation: dict):
-    """Build ``artifact`` (+ ``record``) from the file nodes ``sources`` and ``spec``, then ``manifest`` from ``meta``,
-    then the SBOM and the provenance Statement from the manifest and ``attestation``.
-
-    ``spec``: host, dsos (backend -> path), model, args (paths or None), align, epoch.
-    ``meta``: identity (Identity fields), hostPrebuilt, patches, toolchains, epoch.
-    ``attestation``: sources (provenance.Source fields), parameters (the Statement's external parameters),
-    toolchains (each of meta's toolchains as a provenance resource), signingKey (a PEM file, or "": unsigned).
-    """
+def LlamafileArtifact(env, package: Package, sources):
+    """Build the package's artifact (+ its step's record) from the file nodes ``sources`` and its ArtifactSpec, then
+    its manifest from its ManifestSpec, then the SBOM and the provenance Statement from the manifest and its
+    Attestation (opencoti_build.artifacts.specs); each spec is a Value node of its step, so a change of one redoes
+    only what it goes into."""
+    spec = package.artifact
     for node in sources:  # the model and a prebuilt host: sources the packager reads whole and signs
-        if not node.has_builder() and node.abspath in (spec["host"], spec["model"]):
+        if not node.has_builder() and node.abspath in (spec.host, spec.model):
             node.attributes.read_by_packager = True
+    artifact = package.artifact_path
     built = env.Command(
-        [artifact, record], list(sources) + [env.Value(json.dumps(spec, sort_keys=True))],
+        [artifact, package.record_path], list(sources) + [env.Value(spec.to_json())],
         Action(_write_artifact, "PACKAGE $TARGET"),
     )
     env.Depends(built, ARTIFACT_CODE)
-    meta_value = env.Value(json.dumps(meta, sort_keys=True))
-    key = [env.File(attestation["signingKey"])] if attestation["signingKey"] else []  # a new key signs again
+    meta_value = env.Value(package.manifest.to_json())
+    signing_key = package.attestation.signing_key
+    key = [env.File(signing_key)] if signing_key else []  # a new key signs again
     attested = env.Command(
         [str(provenance.sbom_path(artifact)), str(provenance.statement_path(artifact))],
-        [built[1], meta_value, env.Value(json.dumps(attestation, sort_keys=True))] + key,
+        [built[1], meta_value, env.Value(package.attestation.to_json())] + key,
         Action(_write_provenance, "PROVENANCE $TARGET"),
     )
     env.Depends(attested, [built[0]] + MANIFEST_CODE + PROVENANCE_CODE)
     written = env.Command(
-        manifest, [built[1], meta_value],
+        package.manifest_path, [built[1], meta_value],
         Action(_write_manifest, "MANIFEST $TARGET"),
     )
     env.Depends(written, [built[0], *attested] + MANIFEST_CODE)  # the manifest, the artifact's claim, comes last

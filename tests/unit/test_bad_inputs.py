@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 
 from opencoti_build import errors
-from opencoti_build.config import buildvars
+from opencoti_build.config import values
 from opencoti_build.cosmo import fatcc
 
 
 def test_the_same_epoch_rule_everywhere() -> None:
-    assert buildvars.source_date_epoch("0") == 0 and buildvars.source_date_epoch(" 1700000000 ") == 1700000000
+    assert values.source_date_epoch("0") == 0 and values.source_date_epoch(" 1700000000 ") == 1700000000
     for bad in ("abc", "-1", "0x10", "", "253402300800"):
         with pytest.raises(errors.UserError, match="is not a whole number of seconds since 1970"):
-            buildvars.source_date_epoch(bad)
-    assert buildvars.align("0x1000") == 4096 and buildvars.align("65536") == 65536
-    assert buildvars.arch("", machine="arm64") == "aarch64"
+            values.source_date_epoch(bad)
+    assert values.align("0x1000") == 4096 and values.align("65536") == 65536
+    assert values.arch("", machine="arm64") == "aarch64"
     with pytest.raises(errors.UserError, match="this machine is ppc64le, which llamafile does not ship for"):
-        buildvars.arch("", machine="ppc64le")
+        values.arch("", machine="ppc64le")
 
 
 def test_a_full_disk_in_the_stand_in_linker_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -22,8 +22,6 @@ KNOWN_OVER: frozenset[str] = frozenset({
     "site_scons/opencoti_build/incremental/null_build/observe.py:Recorder.finish",
     "site_scons/opencoti_build/incremental/null_build/check.py:why_never_recorded",
     # being split now (issue 46)
-    "package/SConscript:_setup",
-    "site_scons/opencoti_build/config/buildvars.py:validate",
 })
 
 

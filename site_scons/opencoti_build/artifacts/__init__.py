@@ -5,6 +5,7 @@
 - ``intoto``: the in-toto Statement beside an artifact: its check, its line (a DSSE envelope when signed), reading
   it back and its signature.
 - ``manifest``: MANIFEST.json beside each artifact.
+- ``specs``: what `scons package` makes, as typed, frozen specs (artifact, manifest, attestation) per package.
 - ``provenance``: each artifact's CycloneDX SBOM and its in-toto / SLSA provenance Statement (DSSE when signed).
 - ``packaging``: the two artifacts of ``scons package``: names, contents, checks.
 - ``verify``: ``opencoti-build verify`` and ``pin``.

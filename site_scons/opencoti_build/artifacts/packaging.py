@@ -15,7 +15,7 @@ from typing import Any
 
 from opencoti_build.artifacts import embed_args
 from opencoti_build.bulkcopy import zipwriter
-from opencoti_build.config import buildvars
+from opencoti_build.config import values
 from opencoti_build.config.versioning import Identity
 from opencoti_build.errors import UserError
 from opencoti_build.formats import gguf_model, host_strings, zipappend, zipstore
@@ -34,7 +34,7 @@ ERRORS: tuple[type[Exception], ...] = (UserError, zipappend.ZipAppendError)
 
 def normalise_arch(machine: str | None = None) -> str:
     """x86_64 or aarch64 for this machine (or ``machine``: aliases amd64, x64, arm64); anything else refused."""
-    return buildvars.arch(machine or "")
+    return values.arch(machine or "")
 
 
 def bare_name(identity: Identity) -> str:
