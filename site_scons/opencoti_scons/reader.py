@@ -18,21 +18,20 @@ without a byte written: the request runs in a freshly forked child instead.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from opencoti_build import streams
-from opencoti_build.incremental import build_lock, null_build, private
+from opencoti_build.incremental import build_lock, null_build
 from opencoti_build.server import protocol
-from opencoti_scons import engine
+from opencoti_scons import engine, startup
 
-# Set in a reader process only, by the server that forked it, before SCons's main: SConstruct asks it to wait.
-ahead: ReadAhead | None = None
+if TYPE_CHECKING:
+    from opencoti_scons.progress import BuildRun
 
 
 class Capture:
@@ -57,6 +56,9 @@ class Capture:
 
 @dataclass
 class ReadAhead:
+    """A reader's state between its reading and its request: the channel to its server, what its reading printed,
+    the action signatures it computed ahead (SConstruct reaches it through opencoti_scons/startup.py)."""
+
     channel: socket.socket
     captured: list[tuple[int, str]] = field(default_factory=list)
     signatures: engine.WarmSignatures = field(default_factory=dict)  # the action signatures computed ahead
@@ -69,52 +71,55 @@ class ReadAhead:
         engine.warm_action_signatures(nodes, self.signatures)
         engine.load_signatures(nodes)
 
-    def wait(self, recorder: null_build.Recorder | None, record: null_build.Record | None,
-             carried: null_build.CarryOver | None, running: str, build_dir: str, sconsign: str, run: Any) -> None:
-        """Let go of the lock, wait for the request, then go on as its run, or exit when the reading cannot be
-        vouched for (see the module docstring). ``carried``: what the reading took over from ``record``."""
+    def wait(self, reading: startup.Reading, build_dir: str, run: BuildRun) -> None:
+        """Let go of the lock, wait for the request, then go on as its run when the reading can be vouched for (see
+        the module docstring); else tell the server why and exit, writing nothing (:meth:`_decline`)."""
+        recorder = reading.recorder
         if recorder is None:
             self._decline("no recorder watched its reading")
-        left = (null_build.signature(sconsign, False), null_build.signature(recorder.record_path, False))
+        left = _last_writes(build_dir, recorder)
         build_lock.release(build_dir)
+        request = self._request()
+        try:
+            now = _vouch(reading, recorder, request.env, build_dir, left)
+        except _Declined as exc:
+            self._decline(str(exc), request.fds, build_dir)
+        self._resume(request, recorder, now, build_dir, run)
+
+    def _request(self) -> _Request:
+        """Say "ready" and wait for the request the server hands over: its environment, when its client asked and
+        its standard descriptors. A server that drops this reader closes the channel: nothing to say, exit."""
         protocol.send(self.channel, {"ready": True})
         got = protocol.receive(self.channel, max_fds=3)
         if got is None or len(got[1]) != 3:
-            os._exit(0)  # the server dropped this reader
+            os._exit(0)
         message, fds = got
-        env = message["env"]
-        if build_lock.try_acquire(build_dir) is None:
-            self._decline("another build holds BUILD_DIR", fds)
-        if (null_build.signature(sconsign, False), null_build.signature(recorder.record_path, False)) != left:
-            self._decline("another build ran since the reading", fds, build_dir)
-        reason = recorder.reading_changed()
-        if reason is not None:
-            self._decline(reason, fds, build_dir)
-        now = None
-        if carried is not None and record is not None:
-            now = null_build.carry_over(record, recorder.args, recorder.cwd, env, running)
-            if now is None or (carried.implicit_cache and not now.implicit_cache):
-                self._decline("what the reading took over from the last run changed", fds, build_dir)
-        if any(os.fstat(fd).st_size for fd in (1, 2)):
-            self._decline("its reading printed outside Python", fds, build_dir)
+        return _Request(message["env"], message["start"], fds)
+
+    def _resume(self, request: _Request, recorder: null_build.Recorder, now: null_build.CarryOver | None,
+                build_dir: str, run: BuildRun) -> None:
+        """Become the request's run: its environment, what its nodes learned from the disk forgotten, its scratch
+        emptied, its descriptors, what the reading printed, its clock; then tell the server how long it took."""
         os.environ.clear()
-        os.environ.update(env)
+        os.environ.update(request.env)
         recorder.retake(set(recorder.first) - recorder.reading, now.now if now is not None else {},
                         now.unsettled if now is not None else frozenset())
         engine.forget_file_state(engine.graph_nodes())  # again: computing the signatures may have made nodes
-        clean_scratch(build_dir)
-        streams.point(dict(enumerate(fds)), close=True)
+        startup.clean_scratch(build_dir)
+        streams.point(dict(enumerate(request.fds)), close=True)
         streams.reopen()
         for number, text in self.captured:  # what the reading printed, in order
             stream = sys.stdout if number == 1 else sys.stderr
             stream.write(text)
             stream.flush()
-        engine.restart_clock(message["start"])
-        run.started = message["start"]
-        protocol.send(self.channel, {"resumed": time.time() - message["start"]})  # seconds: the server logs them
+        engine.restart_clock(request.start)
+        run.started = request.start
+        protocol.send(self.channel, {"resumed": time.time() - request.start})  # seconds: the server logs them
         self.channel.close()
 
     def _decline(self, reason: str, fds: Sequence[int] = (), build_dir: str | None = None) -> NoReturn:
+        """The one way a reader's reading ends unused: the server is told why (its log says it), the request's
+        descriptors closed unwritten, BUILD_DIR's lock let go; a forked run builds the request."""
         if build_dir is not None:
             build_lock.release(build_dir)
         for fd in fds:
@@ -126,10 +131,49 @@ class ReadAhead:
         os._exit(0)
 
 
+@dataclass(frozen=True)
+class _Request:
+    """A request handed to the reader: its environment, when its client asked, its stdin, stdout and stderr."""
+
+    env: dict[str, str]
+    start: float
+    fds: list[int]
+
+
+class _Declined(Exception):
+    """The reading cannot be vouched for: why, as the server's log says it."""
+
+
+def _last_writes(build_dir: str, recorder: null_build.Recorder) -> tuple[null_build.Signature, null_build.Signature]:
+    """The signatures of SCons's sconsign and the null build's record: another build that ran changed them."""
+    return (null_build.signature(os.path.join(build_dir, engine.SCONSIGN_DB), False),
+            null_build.signature(recorder.record_path, False))
+
+
+def _vouch(reading: startup.Reading, recorder: null_build.Recorder, env: dict[str, str], build_dir: str,
+           left: tuple[null_build.Signature, null_build.Signature]) -> null_build.CarryOver | None:
+    """Check that a run starting now would read the same graph, holding BUILD_DIR's lock again: what the reading
+    carried over, as it holds now (None: nothing was); _Declined says why not."""
+    if build_lock.try_acquire(build_dir) is None:
+        raise _Declined("another build holds BUILD_DIR")
+    if _last_writes(build_dir, recorder) != left:
+        raise _Declined("another build ran since the reading")
+    reason = recorder.reading_changed()
+    if reason is not None:
+        raise _Declined(reason)
+    now = None
+    if reading.carried is not None and reading.record is not None:
+        now = null_build.carry_over(reading.record, recorder.args, recorder.cwd, env, reading.running)
+        if now is None or (reading.carried.implicit_cache and not now.implicit_cache):
+            raise _Declined("what the reading took over from the last run changed")
+    if any(os.fstat(fd).st_size for fd in (1, 2)):
+        raise _Declined("its reading printed outside Python")
+    return now
+
+
 def start(channel: socket.socket) -> ReadAhead:
     """In a freshly forked reader: stdin from /dev/null, its standard descriptors on empty memory files (a write
-    to them makes it decline), sys.stdout and sys.stderr kept."""
-    global ahead
+    to them makes it decline), sys.stdout and sys.stderr kept; what SConstruct's startup answer carries."""
     streams.stdin_from_null()
     streams.point({number: os.memfd_create(f"opencoti-reader-{number}") for number in (1, 2)}, close=True)
     ahead = ReadAhead(channel)
@@ -139,9 +183,3 @@ def start(channel: socket.socket) -> ReadAhead:
                     originals=True)
     return ahead
 
-
-def clean_scratch(build_dir: str) -> None:
-    """BUILD_DIR/tmp emptied, as each run starts it: killed runs' scratch files gone."""
-    tmp = os.path.join(build_dir, "tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    private.make_dir(tmp)  # the tools' TMPDIR: the user's alone

@@ -21,7 +21,7 @@ import opencoti_scons
 from opencoti_build import streams
 from opencoti_build.incremental import null_build
 from opencoti_build.server import serve
-from opencoti_scons import engine, reader
+from opencoti_scons import engine, reader, startup
 
 
 class SConsHooks:
@@ -51,9 +51,10 @@ class SConsHooks:
 
     def as_request(self, start: float) -> None:
         engine.restart_clock(start)
+        startup.enter(startup.Startup(startup.Kind.SERVER_CHILD))
 
     def as_reader(self, channel: socket.socket) -> None:
-        reader.start(channel)
+        startup.enter(startup.Startup(startup.Kind.READER, reader.start(channel)))
 
     def run_scons(self, become: Callable[[], None]) -> NoReturn:
         code = 2

@@ -17,7 +17,6 @@ MAX_LINES = 450
 KNOWN_OVER: frozenset[str] = frozenset({
     "site_scons/opencoti_scons/cachedir.py",
     "site_scons/opencoti_scons/cachedir.py:VerifiedCacheDir._fetch",
-    "site_scons/opencoti_scons/reader.py:ReadAhead.wait",
     "site_scons/opencoti_build/incremental/null_build/observe.py:Recorder.observe",
     "site_scons/opencoti_build/incremental/null_build/observe.py:Recorder.finish",
     "site_scons/opencoti_build/incremental/null_build/check.py:why_never_recorded",
