@@ -10,6 +10,10 @@ import signal
 import sys
 from typing import NoReturn
 
+# The answer of a check that passes or says why not: None, it holds; a string, the one-line reason (ready to print or
+# to put in a refusal). A function giving one is named why_not_<what must hold> (docs/architecture.md).
+WhyNot = str | None
+
 
 class UserError(ValueError):
     """Bad input or an environment the build cannot use. The message is one line."""

@@ -35,7 +35,7 @@ import SCons.Taskmaster
 import SCons.Taskmaster.Job
 import SCons.Util
 
-from opencoti_build.errors import UserError, fail, interrupted
+from opencoti_build.errors import UserError, WhyNot, fail, interrupted
 
 # Lowest supported release and first unsupported one: every patch below was read against SCons 4.11's sources.
 # pyproject.toml's requirement says the same (tests/unit/test_engine.py checks that they agree).
@@ -118,7 +118,7 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(m.group()) for part in version.split(".")[:3] if (m := re.match(r"\d+", part)))
 
 
-def version_problem(version: str) -> str | None:
+def why_not_supported(version: str) -> WhyNot:
     """None when SCons ``version`` is supported, else the one line that says which is and how to get it."""
     if SUPPORTED[0] <= version_tuple(version)[:2] < SUPPORTED[1]:
         return None
@@ -128,12 +128,12 @@ def version_problem(version: str) -> str | None:
 
 def supported() -> bool:
     """Whether the running SCons is one the patches were written against (a tool's ``exists``)."""
-    return version_problem(SCons.__version__) is None
+    return why_not_supported(SCons.__version__) is None
 
 
 def require_supported(version: str = SCons.__version__) -> None:
     """Stop with ``scons: error: <one line>`` (exit 2) under an unsupported SCons."""
-    problem = version_problem(version)
+    problem = why_not_supported(version)
     if problem:
         fail(problem)
 
@@ -163,7 +163,7 @@ def install(name: str, make: Callable[[Any], Callable[..., Any]], version: str =
     """Replace the attribute PATCHES[name] names, once per process; False if done before. ``make(original)`` gives
     the replacement, called as ``replacement(run, *args)`` with the bound run (:func:`bind`); with none bound, the
     original is called instead."""
-    problem = version_problem(version)
+    problem = why_not_supported(version)
     if problem:
         raise UserError(problem)
     patch = PATCHES[name]

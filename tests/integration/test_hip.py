@@ -49,9 +49,9 @@ def test_probe_of_this_rocm() -> None:
     found = this_rocm()
     assert dict(found.environ)["HIP_PLATFORM"] == "amd"
     for target in ("gfx906", "gfx1030"):
-        assert found.support.skip_reason(target) is None
+        assert found.support.why_not_buildable(target) is None
     if not Path(found.support.device_lib_dir, "oclc_isa_version_1100.bc").exists():  # Debian's ROCm 5.2
-        assert "oclc_isa_version_1100.bc" in found.support.skip_reason("gfx1100")
+        assert "oclc_isa_version_1100.bc" in found.support.why_not_buildable("gfx1100")
 
 
 def hipcc_lines(stdout: str) -> list[str]:
@@ -85,7 +85,7 @@ def test_real_build_for_two_targets(tree: Path, tmp_path: Path) -> None:
 @needs_hipcc
 def test_offload_arch_this_rocm_lacks_is_one_error_and_builds_nothing(tree: Path, tmp_path: Path) -> None:
     support = this_rocm().support
-    if support.skip_reason("gfx1100") is None:
+    if support.why_not_buildable("gfx1100") is None:
         pytest.skip("this ROCm can build gfx1100")
     proc = scons(f"SRC={tree}", "OFFLOAD_ARCH=gfx1100", "rocm", build=tmp_path, check=False)
     assert proc.returncode == 2

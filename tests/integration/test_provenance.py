@@ -62,7 +62,7 @@ def test_every_artifact_gets_a_valid_sbom_and_a_signed_statement_that_verify_che
     artifacts = sorted(p for p in dist.iterdir() if p.name.endswith(".llamafile"))
     assert len(artifacts) == 2 and "PROVENANCE" in packaged.stdout
     for artifact in artifacts:
-        assert provenance.schema_problem(provenance.sbom_path(artifact).read_text()) is None
+        assert provenance.why_not_valid_sbom(provenance.sbom_path(artifact).read_text()) is None
         envelope = json.loads(provenance.statement_path(artifact).read_text())
         assert envelope["payloadType"] == intoto.PAYLOAD_TYPE and len(envelope["signatures"]) == 1
         checked = verify(artifact, "--pubkey", str(inputs["pub"]))

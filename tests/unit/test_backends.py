@@ -26,6 +26,6 @@ def test_no_toolchain_message_names_every_backend_and_its_variable() -> None:
 
 
 def test_missing_sources_skip_rocm_and_vulkan_only(tmp_path: Path) -> None:
-    assert backends.get("cuda").missing_sources(str(tmp_path)) is None
-    assert backends.get("rocm").missing_sources(str(tmp_path)).startswith("no ggml-cuda sources in ")
-    assert backends.get("vulkan").missing_sources(str(tmp_path)).endswith("ggml-vulkan.cpp does not exist")
+    assert backends.get("cuda").why_not_buildable(str(tmp_path)) is None
+    assert backends.get("rocm").why_not_buildable(str(tmp_path)).startswith("no ggml-cuda sources in ")
+    assert backends.get("vulkan").why_not_buildable(str(tmp_path)).endswith("ggml-vulkan.cpp does not exist")

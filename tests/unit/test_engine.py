@@ -41,12 +41,12 @@ def test_a_release_number_is_read_up_to_its_suffix(version: str, parsed: tuple[i
 
 @pytest.mark.parametrize("version", ["4.11.0", "4.11.1", "4.11.9"])
 def test_the_releases_the_patches_were_written_against_are_accepted(version: str) -> None:
-    assert engine.version_problem(version) is None
+    assert engine.why_not_supported(version) is None
 
 
 @pytest.mark.parametrize("version", ["4.10.1", "4.12.0", "4.12.0.dev0", "5.0.0", "3.1.2"])
 def test_any_other_release_is_refused_in_one_line_that_names_the_range_and_the_fix(version: str) -> None:
-    assert engine.version_problem(version) == (
+    assert engine.why_not_supported(version) == (
         f"SCons {version} is not supported: this build was written against >=4.11,<4.12; "
         f"install it with `python3 -m pip install 'scons>=4.11,<4.12'`")
 
@@ -54,7 +54,7 @@ def test_any_other_release_is_refused_in_one_line_that_names_the_range_and_the_f
 def test_pyproject_pins_scons_to_the_engines_range() -> None:
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert engine.REQUIREMENT in dependencies
-    assert engine.version_problem(SCons.__version__) is None  # the installed one is in it
+    assert engine.why_not_supported(SCons.__version__) is None  # the installed one is in it
 
 
 def test_an_unsupported_scons_stops_the_build_with_exit_2_and_one_line(capsys) -> None:

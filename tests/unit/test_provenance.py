@@ -60,7 +60,7 @@ def written(tmp_path: Path, signer=None) -> Path:
 
 def test_the_sbom_is_valid_cyclonedx_1_6_and_lists_every_part_with_its_digest() -> None:
     text = provenance.sbom(MANIFEST, SOURCES)
-    assert provenance.schema_problem(text) is None  # the library's validator, against the 1.6 JSON schema
+    assert provenance.why_not_valid_sbom(text) is None  # the library's validator, against the 1.6 JSON schema
     bom = json.loads(text)
     assert bom["specVersion"] == "1.6" and bom["metadata"]["timestamp"] == "2023-11-14T22:13:20+00:00"
     root = bom["metadata"]["component"]
@@ -107,21 +107,21 @@ def test_the_same_manifest_gives_the_same_bytes(tmp_path: Path) -> None:
 
 def test_a_matching_artifact_passes_and_each_tampering_is_the_first_mismatch(tmp_path: Path) -> None:
     artifact = written(tmp_path)
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) is None
+    assert provenance.why_not_matching(artifact, SHA["artifact"], ENTRIES) is None
     other = "ff" * 32
-    assert provenance.first_mismatch(artifact, other, ENTRIES) == (
+    assert provenance.why_not_matching(artifact, other, ENTRIES) == (
         f"{provenance.sbom_path(artifact)}: describes an artifact of sha256 {SHA['artifact']}, this one's is {other}")
-    assert provenance.first_mismatch(artifact, SHA["artifact"], {**ENTRIES, "tiny.gguf": other}) == (
+    assert provenance.why_not_matching(artifact, SHA["artifact"], {**ENTRIES, "tiny.gguf": other}) == (
         f"{provenance.sbom_path(artifact)}: entry 'tiny.gguf' has sha256 {SHA['model']}, the artifact's holds {other}")
     document = json.loads(provenance.statement_path(artifact).read_text())
     tampered = copy.deepcopy(document)
     tampered["subject"][0]["digest"]["sha256"] = other
     provenance.statement_path(artifact).write_text(json.dumps(tampered) + "\n")
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) == (
+    assert provenance.why_not_matching(artifact, SHA["artifact"], ENTRIES) == (
         f"{provenance.statement_path(artifact)}: its subject is '{MANIFEST['artifact']}' of sha256 {other}, the "
         f"artifact is '{MANIFEST['artifact']}' of sha256 {SHA['artifact']}")
     provenance.sbom_path(artifact).write_text("{}")
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES).startswith(
+    assert provenance.why_not_matching(artifact, SHA["artifact"], ENTRIES).startswith(
         f"{provenance.sbom_path(artifact)}: not a valid CycloneDX 1.6 document: ")
 
 
@@ -147,9 +147,9 @@ def test_a_signed_statement_is_a_dsse_envelope_over_pae_that_only_its_key_verifi
         key.public_key().verify(signature, pae, ec.ECDSA(hashes.SHA256()))
     right, wrong = (signing_keys.load_public_key(tmp_path / f"{n}.pub") for n in ("key", "stranger"))
     statement = provenance.statement_path(artifact)
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) is None and intoto.is_signed(statement)
-    assert intoto.signature_problem(statement, right) is None
-    assert intoto.signature_problem(statement, wrong) == (
+    assert provenance.why_not_matching(artifact, SHA["artifact"], ENTRIES) is None and intoto.is_signed(statement)
+    assert intoto.why_not_verified(statement, right) is None
+    assert intoto.why_not_verified(statement, wrong) == (
         f"{statement}: its signature does not verify with the public key given")
     with pytest.raises(intoto.SignatureError):  # a signature failure, told apart from a changed Statement
         intoto.read_statement(statement, wrong)
@@ -167,7 +167,7 @@ def test_keys_that_cannot_sign_and_an_unsigned_statement_with_a_key_are_refused_
     (tmp_path / "k.pub").write_bytes(public_pem(key))
     artifact = written(tmp_path)
     assert not intoto.is_signed(provenance.statement_path(artifact))
-    assert intoto.signature_problem(provenance.statement_path(artifact),
+    assert intoto.why_not_verified(provenance.statement_path(artifact),
                                         signing_keys.load_public_key(tmp_path / "k.pub")) == (
         f"{provenance.statement_path(artifact)} is not signed, but a public key was given; package with SIGNING_KEY=")
     (tmp_path / "junk.pub").write_text("not a key\n")
@@ -212,7 +212,7 @@ def test_every_resolved_dependency_of_a_statement_made_of_this_machines_toolchai
                   "cuda": provenance.file_resource(sys.executable)}  # any program stands for nvcc here
     manifest = {**MANIFEST, "toolchains": {**MANIFEST["toolchains"], "scons": SCons.__version__}}
     document = provenance.statement(manifest, sources, PARAMETERS, toolchains)
-    assert intoto.statement_problem(document) is None
+    assert intoto.why_not_valid_statement(document) is None
     dependencies = resolved(document)
     missing = [name for name, d in dependencies.items() if not (d.get("uri") or d.get("digest"))]
     assert not missing and {"source:llamafile", "toolchain:python", "toolchain:scons", "toolchain:cosmocc",
@@ -276,7 +276,7 @@ def test_a_tree_copied_to_two_paths_has_one_digest_and_any_change_of_its_files_a
 
 def test_a_statement_with_a_descriptor_that_has_neither_uri_nor_digest_is_refused(tmp_path: Path) -> None:
     document = provenance.statement(MANIFEST, SOURCES, PARAMETERS, TOOLCHAINS)
-    assert intoto.statement_problem(document) is None
+    assert intoto.why_not_valid_statement(document) is None
 
     def with_dependency(descriptor: dict) -> dict:
         changed = copy.deepcopy(document)
@@ -284,18 +284,18 @@ def test_a_statement_with_a_descriptor_that_has_neither_uri_nor_digest_is_refuse
         return changed
 
     # empty: in-toto-attestation's own ResourceDescriptor.validate refuses it; a name alone it takes, the spec not
-    assert intoto.statement_problem(with_dependency({})) == (
+    assert intoto.why_not_valid_statement(with_dependency({})) == (
         f"resolved dependency #{len(resolved(document))}: At least one of name, URI, or digest need to be set")
-    assert intoto.statement_problem(with_dependency({"name": "toolchain:x", "annotations": {"version": "1"}})) == (
+    assert intoto.why_not_valid_statement(with_dependency({"name": "toolchain:x", "annotations": {"version": "1"}})) == (
         "resolved dependency toolchain:x has none of uri, digest or content (a ResourceDescriptor must have one)")
-    assert intoto.statement_problem(with_dependency({"name": "x", "digest": {"sha256": "ABC"}})) == (
+    assert intoto.why_not_valid_statement(with_dependency({"name": "x", "digest": {"sha256": "ABC"}})) == (
         "resolved dependency x: its sha256 digest 'ABC' is not 64 lowercase hex digits")
-    assert intoto.statement_problem(with_dependency({"name": "x", "uri": "pkg:generic/x@1"})) is None
-    assert 'ResourceDescriptor" has no field named "sha256"' in intoto.statement_problem(
+    assert intoto.why_not_valid_statement(with_dependency({"name": "x", "uri": "pkg:generic/x@1"})) is None
+    assert 'ResourceDescriptor" has no field named "sha256"' in intoto.why_not_valid_statement(
         with_dependency({"name": "x", "sha256": "ab" * 32}))  # a field the spec does not have
     no_subject = copy.deepcopy(document)
     no_subject["subject"] = []
-    assert intoto.statement_problem(no_subject) == "At least one subject required"
+    assert intoto.why_not_valid_statement(no_subject) == "At least one subject required"
     # made so, the Statement is an error and no file: a toolchain without its resource, a source without its digest
     with pytest.raises(provenance.ProvenanceError, match=(
             r"^the provenance Statement of opencoti-embedder-0\.10\.3-x86_64\.llamafile is not valid, so none is "
@@ -306,6 +306,6 @@ def test_a_statement_with_a_descriptor_that_has_neither_uri_nor_digest_is_refuse
     # and verify says so of one written by another tool (or before this check)
     artifact = written(tmp_path)
     provenance.statement_path(artifact).write_text(json.dumps(with_dependency({"name": "toolchain:scons"})) + "\n")
-    assert provenance.first_mismatch(artifact, SHA["artifact"], ENTRIES) == (
+    assert provenance.why_not_matching(artifact, SHA["artifact"], ENTRIES) == (
         f"{provenance.statement_path(artifact)}: not a valid in-toto Statement: resolved dependency toolchain:scons "
         "has none of uri, digest or content (a ResourceDescriptor must have one)")

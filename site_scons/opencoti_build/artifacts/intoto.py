@@ -1,6 +1,6 @@
 """The in-toto Statement as it lies beside an artifact (``<artifact>.intoto.jsonl``): what makes one valid
-(:func:`statement_problem`), the line it is written as (canonical JSON, or with a signer its DSSE envelope), and
-reading it back (:func:`read_statement`, the signature: :func:`signature_problem`). opencoti_build.artifacts.provenance
+(:func:`why_not_valid_statement`), the line it is written as (canonical JSON, or with a signer its DSSE envelope), and
+reading it back (:func:`read_statement`, the signature: :func:`why_not_verified`). opencoti_build.artifacts.provenance
 makes the Statements and checks them against the artifact; verify checks their signatures.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from opencoti_build.errors import UserError
+from opencoti_build.errors import UserError, WhyNot
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 SLSA_PROVENANCE = "https://slsa.dev/provenance/v1"
@@ -30,7 +30,7 @@ class SignatureError(ProvenanceError):
     """A Statement's DSSE signature does not verify with the public key given (or there is none to verify)."""
 
 
-def statement_problem(document: Mapping[str, Any]) -> str | None:
+def why_not_valid_statement(document: Mapping[str, Any]) -> WhyNot:
     """Why ``document`` is not a valid in-toto v1 Statement of SLSA provenance v1, or None.
 
     in-toto-attestation's checks (the document parses as its Statement and its predicate as its SLSA Provenance, no
@@ -59,14 +59,14 @@ def statement_problem(document: Mapping[str, Any]) -> str | None:
                  + [("resolved dependency", i, d) for i, d in enumerate(predicate.build_definition.resolved_dependencies)]
                  + [("byproduct", i, d) for i, d in enumerate(predicate.run_details.byproducts)])
     for what, index, descriptor in described:
-        problem = _descriptor_problem(f"{what} {descriptor.name}" if descriptor.name else f"{what} #{index}",
+        problem = _why_not_valid_descriptor(f"{what} {descriptor.name}" if descriptor.name else f"{what} #{index}",
                                       descriptor)
         if problem:
             return problem
     return None
 
 
-def _descriptor_problem(label: str, descriptor: Any) -> str | None:
+def _why_not_valid_descriptor(label: str, descriptor: Any) -> WhyNot:
     """Why a ResourceDescriptor (``label``: what it describes) is not valid: the library's check, the minimum it
     leaves out (one of uri, digest or content) and each digest in lowercase hex of its algorithm's length."""
     from in_toto_attestation.v1.resource_descriptor import ResourceDescriptor
@@ -147,13 +147,13 @@ def is_signed(path: Path) -> bool:
     return isinstance(data, dict) and "payloadType" in data
 
 
-def signature_problem(path: Path, public_key: Any) -> str | None:
+def why_not_verified(path: Path, public_key: Any) -> WhyNot:
     """Why the Statement at ``path`` does not verify with ``public_key`` (signed by another key, altered after
-    signing, or not signed at all), or None when it does; what :func:`first_mismatch` checks is not looked at."""
+    signing, or not signed at all), or None when it does; what :func:`why_not_matching` checks is not looked at."""
     try:
         read_statement(path, public_key)
     except SignatureError as exc:
         return str(exc)
     except ProvenanceError:
-        return None  # not readable as a Statement: first_mismatch says so
+        return None  # not readable as a Statement: why_not_matching says so
     return None

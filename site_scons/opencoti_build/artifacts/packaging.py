@@ -208,7 +208,7 @@ class Packaged:
 
 
 def write_artifact(contents: Contents, output: Path, *, align: int, epoch: int, claims: Sequence[Path] = (),
-                   on_digest: zipwriter.Digest | None = None, known: zipwriter.Known | None = None) -> Packaged:
+                   on_digest: zipwriter.Digest | None = None, known: zipwriter.DigestLookup | None = None) -> Packaged:
     """Check the inputs, then write ``output``; nothing is written when a check fails.
 
     ``claims`` (the files that describe the artifact: its MANIFEST.json, SBOM and provenance Statement) are removed

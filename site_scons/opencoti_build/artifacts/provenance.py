@@ -11,8 +11,8 @@
   the ``dirHash`` of its files (:func:`tree_digest`); each toolchain the digest of the programs that ran (compiler
   drivers, python's executable, SCons's package) or of the pinned cosmocc's release zip, and a purl where there is
   one (:func:`python_resource`, :func:`scons_resource`, :func:`cosmocc_resource`). A Statement is checked
-  (opencoti_build.artifacts.intoto.statement_problem: in-toto-attestation's checks, and that minimum, which the
-  library does not check) before it is written, and again by verify (:func:`first_mismatch`).
+  (opencoti_build.artifacts.intoto.why_not_valid_statement: in-toto-attestation's checks, and that minimum, which the
+  library does not check) before it is written, and again by verify (:func:`why_not_matching`).
 
 Both are a function of the manifest and the build's parameters alone: no clock, no random serial (the serial is a
 UUIDv5 of the artifact's digest, the times SOURCE_DATE_EPOCH), so the same inputs give the same bytes. An ed25519
@@ -43,8 +43,9 @@ from opencoti_build.artifacts.intoto import (
     STATEMENT_TYPE,
     ProvenanceError,
     read_statement,
-    statement_problem,
+    why_not_valid_statement,
 )
+from opencoti_build.errors import WhyNot
 
 if TYPE_CHECKING:
     from opencoti_build.cosmo.cosmo_toolchain import Toolchain
@@ -238,7 +239,7 @@ def sbom(manifest: Mapping[str, Any], sources: Sequence[Source]) -> str:
               components=components)
     bom.register_dependency(root, components)  # the artifact is made of every one of them
     text: str = JsonV1Dot6(bom).output_as_string(indent=2)
-    problem = schema_problem(text)
+    problem = why_not_valid_sbom(text)
     if problem:
         raise ProvenanceError(f"the SBOM of {manifest['artifact']} does not validate: {problem}")
     return text + "\n"
@@ -293,7 +294,7 @@ def import_beside(work: Callable[[], T]) -> T:
         importer.join()
 
 
-def schema_problem(text: str) -> str | None:
+def why_not_valid_sbom(text: str) -> WhyNot:
     """Why ``text`` is not a valid CycloneDX 1.6 JSON document (the library's validator), or None."""
     from cyclonedx.schema import SchemaVersion
 
@@ -310,7 +311,7 @@ def statement(manifest: Mapping[str, Any], sources: Sequence[Source], parameters
 
     ``parameters``: the external parameters (the targets asked for, the variables that shape the artifact).
     ``toolchains``: each of the manifest's toolchains as a resource (``uri``, ``digest`` and ``annotations``, each
-    optional: :func:`file_resource`, :func:`files_resource`, ...). A Statement that :func:`statement_problem` finds
+    optional: :func:`file_resource`, :func:`files_resource`, ...). A Statement that :func:`why_not_valid_statement` finds
     invalid (a toolchain or a source with neither uri nor digest) is a ProvenanceError, never a file."""
     from google.protobuf import json_format
     from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
@@ -345,7 +346,7 @@ def statement(manifest: Mapping[str, Any], sources: Sequence[Source], parameters
     subject = ResourceDescriptor(name=manifest["artifact"], digest={"sha256": manifest["sha256"]}).pb
     stmt = Statement([subject], SLSA_PROVENANCE, json_format.MessageToDict(provenance))
     document: dict[str, Any] = json_format.MessageToDict(stmt.pb)
-    problem = statement_problem(document)
+    problem = why_not_valid_statement(document)
     if problem:
         raise ProvenanceError(f"the provenance Statement of {manifest['artifact']} is not valid, so none is written: "
                               f"{problem}")
@@ -370,20 +371,20 @@ def write(artifact: Path, sbom_text: str, statement_text: str) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def first_mismatch(artifact: Path, sha256: str, entries: Mapping[str, str]) -> str | None:
+def why_not_matching(artifact: Path, sha256: str, entries: Mapping[str, str]) -> WhyNot:
     """The first way the SBOM and the Statement beside ``artifact`` disagree with its bytes (``sha256``: the
     whole file's, ``entries``: each zip entry's SHA-256, as verify read them), or None. The Statement's signature is
-    opencoti_build.artifacts.intoto.signature_problem's."""
+    opencoti_build.artifacts.intoto.why_not_verified's."""
     sbom_file, statement_file = sbom_path(artifact), statement_path(artifact)
     for path in (sbom_file, statement_file):
         if not path.is_file():
             return f"{path}: no such file; run `scons package` to write it"
-    return _sbom_mismatch(sbom_file, sha256, entries) or _statement_mismatch(statement_file, artifact, sha256, entries)
+    return _why_not_matching_sbom(sbom_file, sha256, entries) or _why_not_matching_statement(statement_file, artifact, sha256, entries)
 
 
-def _sbom_mismatch(sbom_file: Path, sha256: str, entries: Mapping[str, str]) -> str | None:
+def _why_not_matching_sbom(sbom_file: Path, sha256: str, entries: Mapping[str, str]) -> WhyNot:
     text = sbom_file.read_text(encoding="utf-8")
-    problem = schema_problem(text)
+    problem = why_not_valid_sbom(text)
     if problem:
         return f"{sbom_file}: not a valid CycloneDX 1.6 document: {problem}"
     bom = json.loads(text)
@@ -403,14 +404,14 @@ def _sbom_mismatch(sbom_file: Path, sha256: str, entries: Mapping[str, str]) -> 
     return None
 
 
-def _statement_mismatch(statement_file: Path, artifact: Path, sha256: str, entries: Mapping[str, str]) -> str | None:
+def _why_not_matching_statement(statement_file: Path, artifact: Path, sha256: str, entries: Mapping[str, str]) -> WhyNot:
     try:
         document, _ = read_statement(statement_file)
     except ProvenanceError as exc:
         return str(exc)
     if document.get("_type") != STATEMENT_TYPE or document.get("predicateType") != SLSA_PROVENANCE:
         return f"{statement_file}: not an in-toto v1 Statement of SLSA provenance v1"
-    problem = statement_problem(document)
+    problem = why_not_valid_statement(document)
     if problem:
         return f"{statement_file}: not a valid in-toto Statement: {problem}"
     subjects = document.get("subject") or [{}]

@@ -26,6 +26,7 @@ from opencoti_build import files, project
 from opencoti_build.artifacts import intoto, provenance
 from opencoti_build.artifacts import manifest as manifests
 from opencoti_build.config import signing_keys
+from opencoti_build.errors import WhyNot
 from opencoti_build.formats.executables import APE_MAGIC, ELF_MAGIC
 from opencoti_build.formats.zipstore import CentralRecord, ZipStoreError, data_offset, method_name, read_zip_store
 
@@ -77,7 +78,7 @@ def artifacts_in(directory: Path) -> list[Path]:
     return [directory / name for name in sorted(found) if not name.startswith(".")]  # not a writer's temporary
 
 
-def not_an_artifact(path: Path) -> str | None:
+def why_not_an_artifact(path: Path) -> WhyNot:
     """Why ``path`` is not a llamafile artifact (an APE or ELF executable carrying a zip store), or None."""
     try:
         with open(path, "rb") as f:
@@ -242,12 +243,12 @@ def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None
     report = Report()
     manifest_file = manifests.manifest_path(artifact)
     if not artifact.is_file():
-        report.refused = not_an_artifact(artifact)
+        report.refused = why_not_an_artifact(artifact)
         return report
     try:
         manifest = manifests.read(manifest_file)
     except manifests.ManifestError as exc:  # no artifact of ours, or one whose manifest is gone: one line either way
-        report.refused = not_an_artifact(artifact) or str(exc)
+        report.refused = why_not_an_artifact(artifact) or str(exc)
         return report  # with a manifest, a damaged artifact (truncated, no zip store left) gets the full report
     sha = files.sha256(artifact)
     size = artifact.stat().st_size
@@ -259,14 +260,14 @@ def verify(artifact: Path, vendor_dist: Path, home: Path, public_key: Any = None
     if size != manifest.get("size"):
         report.problems.append(f"{artifact}: size {size}, manifest says {manifest.get('size')}")
     _check_dso_copies(manifest, vendor_dist, home, report)
-    mismatch = provenance.first_mismatch(artifact, sha, entries)
+    mismatch = provenance.why_not_matching(artifact, sha, entries)
     statement = provenance.statement_path(artifact)
     if mismatch:
         report.problems.append(mismatch)  # the first one: the rest follow from it or from the problems above
     elif statement.is_file():
         matched = f"provenance: {provenance.sbom_path(artifact).name} and {statement.name} match the artifact"
         if public_key is not None:
-            bad = intoto.signature_problem(statement, public_key)
+            bad = intoto.why_not_verified(statement, public_key)
             if bad:
                 report.signature.append(bad)
             else:
@@ -348,9 +349,9 @@ def pin_main(argv: list[str]) -> int:
     artifact: Path = ns.artifact
     # hashed only when it may be pinned: a file with a manifest, or one that is an artifact
     claimed = manifests.manifest_path(artifact).is_file()
-    problem = None if claimed else not_an_artifact(artifact)
+    problem = None if claimed else why_not_an_artifact(artifact)
     digest = files.sha256(artifact) if not problem and artifact.is_file() else ""
-    problem = problem or _pin_problem(artifact, digest)
+    problem = problem or _why_not_pinned(artifact, digest)
     if problem:
         print(f"pin: {problem}", file=sys.stderr)
         return 1
@@ -358,7 +359,7 @@ def pin_main(argv: list[str]) -> int:
     return 0
 
 
-def _pin_problem(artifact: Path, digest: str) -> str | None:
+def _why_not_pinned(artifact: Path, digest: str) -> WhyNot:
     """Why ``artifact`` (of SHA-256 ``digest``) cannot be pinned: it differs from its manifest (said first: the
     more precise answer for an artifact changed since it was packaged), or it is no llamafile artifact."""
     manifest_file = manifests.manifest_path(artifact)
@@ -370,4 +371,4 @@ def _pin_problem(artifact: Path, digest: str) -> str | None:
         if recorded != digest:
             return (f"{artifact} no longer matches {manifest_file.name} (sha256 {recorded}); "
                     "run `opencoti-build verify` or repackage")
-    return not_an_artifact(artifact)
+    return why_not_an_artifact(artifact)

@@ -44,8 +44,9 @@ from opencoti_build.formats.zipstore import ZipStore, read_zip_store
 from opencoti_build.incremental.timestamps import settled
 
 Digest = Callable[..., None]  # (path, stat, sha256, crc32=None, settled=False): a file read or written whole
-# (sha256, crc32, settled) recorded for a file as it is now; settled: its stat alone vouches for its bytes
-Known = Callable[[Path, os.stat_result], "tuple[str, int, bool] | None"]
+# a lookup of the (sha256, crc32, settled) recorded for a file as it is now (None: none is); settled: its stat alone
+# vouches for its bytes
+DigestLookup = Callable[[Path, os.stat_result], "tuple[str, int, bool] | None"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class _Layout:
 
 def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, align: int = DEFAULT_ALIGN,
            epoch: int = 0, mode: int = 0o755, before_replace: Callable[[], None] | None = None,
-           on_digest: Digest | None = None, known: Known | None = None) -> AppendResult:
+           on_digest: Digest | None = None, known: DigestLookup | None = None) -> AppendResult:
     """Write ``output`` = ``base`` + ``entries`` (stored, data aligned to ``align``) + one central directory.
 
     ``epoch`` (SOURCE_DATE_EPOCH) timestamps every new entry. The output is written beside
@@ -77,13 +78,13 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
     base, output = Path(base), Path(output)
     store, base_infos = _checked(base, entries, align)
     layout = _Layout(align, *zipappend.dos_datetime(epoch))
-    heard = on_digest or _hear_nothing
+    report_digest = on_digest or _report_nothing
     fd, tmp = _create(output)
     sink = copier.Sink(fd, tmp)
     try:
         with copier.Workers() as workers:
             workers.writeback.submit(replaced.drop_cached, output)  # beside the copy: it frees frames faster than that uses them
-            base_sha, digest = _write_base(base, store, sink, workers, heard)
+            base_sha, digest = _write_base(base, store, sink, workers, report_digest)
             written_entries = _write_zip(sink, store, entries, workers, layout, known)
             os.fchmod(fd, mode)
             workers.durable(sink)  # every byte on the disk before the name points at it
@@ -92,7 +93,7 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
                 before_replace()
             workers.replace(tmp, output)
             sha256 = digest.hexdigest()  # the central directory's update may outlast the fsync
-            infos = base_infos + [e.info(heard) for e in written_entries]
+            infos = base_infos + [e.info(report_digest) for e in written_entries]
             renamed = os.fstat(fd)  # the rename moves the ctime; anything else means another writer
         os.close(fd)
         fd = -1
@@ -106,11 +107,11 @@ def append(base: Path | str, entries: Sequence[Entry], output: Path | str, *, al
         if isinstance(exc, OSError):
             raise ZipAppendError(f"cannot write {output}: {exc.strerror or exc}") from exc
         raise
-    heard(output, renamed, sha256)
+    report_digest(output, renamed, sha256)
     return AppendResult(output, sink.pos, sha256, base_sha.hexdigest(), align, tuple(infos))
 
 
-def _hear_nothing(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None,
+def _report_nothing(path: Path, st: os.stat_result, sha256: str, crc32: int | None = None,
                   settled: bool = False) -> None:
     return None
 
@@ -147,19 +148,19 @@ def _create(output: Path) -> tuple[int, Path]:
 
 
 def _write_base(base: Path, store: ZipStore, sink: copier.Sink, workers: copier.Workers,
-                heard: Digest) -> tuple[hashlib._Hash, copier.OutputDigest]:
-    """Copy the base up to the end of its zip store (heard when that is all of it): its SHA-256, and the output's
+                report_digest: Digest) -> tuple[hashlib._Hash, copier.OutputDigest]:
+    """Copy the base up to the end of its zip store (its digest reported when that is all of it): its SHA-256, and the output's
     digest, which begins with it."""
     base_sha = hashlib.sha256()
     base_read = _read_whole(base, store.file_size, sink, workers, base_sha.update)
     if store.file_size == base_read.st_size:  # read whole
-        heard(base, base_read, base_sha.hexdigest())
+        report_digest(base, base_read, base_sha.hexdigest())
     digest = sink.digest = copier.OutputDigest(base_sha.copy(), workers.output)  # the output begins with the base
     return base_sha, digest
 
 
 def _write_zip(sink: copier.Sink, store: ZipStore, entries: Sequence[Entry], workers: copier.Workers,
-               layout: _Layout, known: Known | None) -> list[_WrittenEntry]:
+               layout: _Layout, known: DigestLookup | None) -> list[_WrittenEntry]:
     """The new entries, then the central directory (the base's records, then theirs) and the end records."""
     records = [r.raw for r in store.records]
     written_entries = []
@@ -209,15 +210,15 @@ class _WrittenEntry:
     read: os.stat_result | None = None  # a file entry's stat as it was read
     settled: bool = False  # ... taken a tick or more after the file's last change (timestamps.settled)
 
-    def info(self, heard: Digest) -> EntryInfo:
-        """The entry's info; ``heard`` hears of a file entry's digests."""
+    def info(self, report_digest: Digest) -> EntryInfo:
+        """The entry's info; a file entry's digests go to ``report_digest``."""
         if self.entry.path is not None and self.read is not None:
-            heard(self.entry.path, self.read, self.sha256, crc32=self.crc32, settled=self.settled)
+            report_digest(self.entry.path, self.read, self.sha256, crc32=self.crc32, settled=self.settled)
         return zipappend.appended_info(self.entry, self.start, self.size, self.crc32, self.sha256)
 
 
 def _write_entry(sink: copier.Sink, entry: Entry, workers: copier.Workers, layout: _Layout,
-                 known: Known | None) -> tuple[_WrittenEntry, bytes]:
+                 known: DigestLookup | None) -> tuple[_WrittenEntry, bytes]:
     """Padding, local header, data: the entry written and its central record."""
     if entry.data is not None:
         size, crc32 = len(entry.data), zlib.crc32(entry.data)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from opencoti_build.errors import UserError
+from opencoti_build.errors import UserError, WhyNot
 from opencoti_build.formats.executables import ELF_MAGIC
 from opencoti_build.gpu import cuda_sources, vulkan_shaders
 from opencoti_build.gpu.toolchains import cuda, rocm, vulkan
@@ -51,7 +51,7 @@ class Backend:
     tool: str  # the SCons tool that compiles its device code and applies its toolchain (env.UseToolchain)
     variables: tuple[str, ...]  # the build variables it reads; the first says where its toolchain is
     probe: Callable[[Mapping[str, Any]], Toolchain]  # raises errors.Absent or toolchains.ToolchainBroken
-    missing_sources: Callable[[str], str | None]  # SRC -> why this tree cannot build it; None: it can
+    why_not_buildable: Callable[[str], WhyNot]  # SRC -> why this tree cannot build it; None: it can
     built_names: Callable[[str], list[str]]  # a linked DSO -> the names the build asks for (verification)
     device_code: Callable[[str], DeviceCode]  # any file -> what inspect and the manifest print
     entry_points: tuple[str, ...]  # the symbols llamafile's loader requires of the DSO
@@ -128,13 +128,13 @@ def _vulkan_code(path: str) -> DeviceCode:
                       f"spir-v modules: {len(modules)} (version {', '.join(versions)})")
 
 
-def _no_cuda_sources(src: str) -> str | None:
+def _why_not_cuda_buildable(src: str) -> WhyNot:
     if cuda_sources.cuda_sources(src):
         return None
     return f"no ggml-cuda sources in {os.path.join(src, cuda_sources.CUDA_DIR)}"
 
 
-def _no_vulkan_sources(src: str) -> str | None:
+def _why_not_vulkan_buildable(src: str) -> WhyNot:
     source = os.path.join(src, vulkan_shaders.SOURCE)
     return None if os.path.isfile(source) else f"{source} does not exist"
 
@@ -150,9 +150,9 @@ BACKENDS: tuple[Backend, ...] = (
             lambda src: None,  # as upstream's cuda.sh: the kernel list may be empty, the DSO is still TinyBLAS + core
             _cuda_built, _cuda_code, CUDA_ENTRY_POINTS),
     Backend("rocm", "ROCm", "hipcc", ("ROCM_PATH", "OFFLOAD_ARCH", "FA_ALL_QUANTS"), rocm.probe,
-            _no_cuda_sources, _hip_built, _hip_code, CUDA_ENTRY_POINTS),
+            _why_not_cuda_buildable, _hip_built, _hip_code, CUDA_ENTRY_POINTS),
     Backend("vulkan", "Vulkan", "glslc", ("VULKAN_SDK",), vulkan.probe,
-            _no_vulkan_sources, _vulkan_built, _vulkan_code, ("ggml_backend_vulkan_init", "ggml_backend_vulkan_reg")),
+            _why_not_vulkan_buildable, _vulkan_built, _vulkan_code, ("ggml_backend_vulkan_init", "ggml_backend_vulkan_reg")),
 )
 NAMES: tuple[str, ...] = tuple(b.name for b in BACKENDS)
 _BY_NAME = {b.name: b for b in BACKENDS}

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from opencoti_build.errors import UserError
+from opencoti_build.errors import UserError, WhyNot
 
 # llamafile 0.10 rocm.sh's default --offload-arch list, in its order.
 UPSTREAM_OFFLOAD_ARCHS: tuple[str, ...] = (
@@ -36,7 +36,7 @@ class RocmSupport:
     device_lib_dir: str
     device_lib_isas: frozenset[str]
 
-    def skip_reason(self, target: str) -> str | None:
+    def why_not_buildable(self, target: str) -> WhyNot:
         """Why ``target`` (a target id, features allowed) cannot be built here; None if it can."""
         match = _TARGET_ID.match(target)
         if not match:
@@ -94,7 +94,7 @@ def default_archs(support: RocmSupport, upstream: Iterable[str] = UPSTREAM_OFFLO
     archs: list[str] = []
     warnings: list[str] = []
     for target in upstream:
-        reason = support.skip_reason(target)
+        reason = support.why_not_buildable(target)
         if reason:
             warnings.append(f"rocm: skipping {target}: {reason}")
         else:
@@ -107,7 +107,7 @@ def override_archs(value: str, support: RocmSupport) -> list[str]:
     targets = split_override(value)
     if not targets:
         raise OffloadArchError("OFFLOAD_ARCH is empty after splitting on commas; name at least one gfx target")
-    bad = [(t, support.skip_reason(t)) for t in targets]
+    bad = [(t, support.why_not_buildable(t)) for t in targets]
     bad = [(t, r) for t, r in bad if r]
     if bad:
         what = "; ".join(f"{t}: {r}" for t, r in bad)
