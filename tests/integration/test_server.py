@@ -62,7 +62,7 @@ def test_a_null_request_is_answered_from_the_record_as_a_scons_run_would_answer(
 
 def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checkout: Checkout,
                                                                           server: Server) -> None:
-    append_text(checkout.tree.joinpath(*GGML_H), "\n/* edited through the server */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n#define OPENCOTI_EDITED_THROUGH_THE_SERVER_1 1\n")
     would = checkout.run("-n")  # a one-shot dry run: what a scons run would compile now
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
@@ -90,9 +90,9 @@ def _declined(server: Server) -> str:
 
 def test_an_edit_after_a_run_is_built_by_the_reader_that_read_the_graph_ahead(checkout: Checkout,
                                                                              server: Server) -> None:
-    append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run: the server forks a reader after it */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n#define OPENCOTI_A_RUN_THE_SERVER_FORKS_A_READER_AFTER_IT_2 1\n")
     assert build(checkout).returncode == 0
-    append_text(checkout.tree.joinpath(*GGML_H), "\n/* built by the reader */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n#define OPENCOTI_BUILT_BY_THE_READER_3 1\n")
     would = checkout.run("-n")  # a one-shot dry run writes nothing: the reader's reading still holds
     edited = build(checkout)
     assert edited.returncode == 0, edited.stdout + edited.stderr
@@ -113,7 +113,7 @@ def test_a_source_the_reading_looked_at_then_edited_is_rebuilt_by_the_reader(che
     """The SConscripts stat the sources they list (the reader's nodes knew their old stat): forgotten, so the
     edit is seen."""
     source = checkout.tree / "llamafile" / "main.cpp"
-    append_text(source, "\n/* a run: the server forks a reader after it */\n")
+    append_text(source, "\n#define OPENCOTI_A_RUN_THE_SERVER_FORKS_A_READER_AFTER_IT_4 1\n")
     readers = server.readers_ready()
     assert build(checkout).returncode == 0
     server.reader_ready(after=readers)
@@ -127,12 +127,12 @@ def test_a_source_the_reading_looked_at_then_edited_is_rebuilt_by_the_reader(che
 
 
 def test_a_reader_whose_reading_changed_declines_and_a_forked_run_builds(checkout: Checkout, server: Server) -> None:
-    append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run before the version header changes */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n#define OPENCOTI_A_RUN_BEFORE_THE_VERSION_HEADER_CHANGES_5 1\n")
     readers = server.readers_ready()
     assert build(checkout).returncode == 0
     server.reader_ready(after=readers)  # it has read the version header as it was
     version = checkout.tree / "llamafile" / "version.h"  # the SConscripts read it (the artifacts' version)
-    append_text(version, "\n/* read by the SConscripts */\n")
+    append_text(version, "\n#define OPENCOTI_READ_BY_THE_SCONSCRIPTS_6 1\n")
     would = checkout.run("-n")
     rebuilt = build(checkout)
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
@@ -144,13 +144,13 @@ def test_a_reader_whose_reading_changed_declines_and_a_forked_run_builds(checkou
 def test_a_build_by_another_run_makes_the_server_read_ahead_again(checkout: Checkout, server: Server) -> None:
     """A one-shot scons run rewrites the sconsign the reader loaded: the watcher sees it, the server forks a new
     reader (the old one would decline), and the next edit is built by it."""
-    append_text(checkout.tree.joinpath(*GGML_H), "\n/* a run: a reader reads after it */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n#define OPENCOTI_A_RUN_A_READER_READS_AFTER_IT_7 1\n")
     readers = server.readers_ready()
     assert build(checkout).returncode == 0
     server.reader_ready(after=readers)
-    append_text(checkout.tree.joinpath(*GGML_H), "\n/* built by a one-shot scons run */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n#define OPENCOTI_BUILT_BY_A_ONE_SHOT_SCONS_RUN_8 1\n")
     assert checkout.run().returncode == 0  # writes the sconsign and the record the reader loaded
-    append_text(checkout.tree.joinpath(*GGML_H), "\n/* then through the server */\n")
+    append_text(checkout.tree.joinpath(*GGML_H), "\n#define OPENCOTI_THEN_THROUGH_THE_SERVER_9 1\n")
     would = checkout.run("-n")
     rebuilt = build(checkout)
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
@@ -160,7 +160,7 @@ def test_a_build_by_another_run_makes_the_server_read_ahead_again(checkout: Chec
 
 
 def test_the_c_client_builds_and_answers_as_the_python_client_does(checkout: Checkout, server: Server) -> None:
-    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n/* edited, built by the C client */\n")
+    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n#define OPENCOTI_EDITED_BUILT_BY_THE_C_CLIENT_10 1\n")
     would = checkout.run("-n")
     edited = native_build(checkout, server)
     assert edited.returncode == 0, edited.stdout + edited.stderr
@@ -187,7 +187,7 @@ def test_other_variables_or_no_server_run_scons_itself(checkout: Checkout, serve
 def test_a_request_may_pick_its_targets_and_output_with_per_request_variables(checkout: Checkout,
                                                                                server: Server) -> None:
     source = checkout.tree / "llamafile" / "main.cpp"
-    append_text(source, "\n/* compiled alone */\n")
+    append_text(source, "\n#define OPENCOTI_COMPILED_ALONE_11 1\n")
     args, env = request_args(checkout, f"FILE={source}", "VERBOSE=1")
     one = client(checkout.root, "build", *[a for a in args if a not in ("host", "vulkan")], "compile", env=env)
     assert one.returncode == 0, one.stdout + one.stderr
@@ -211,7 +211,7 @@ def test_a_change_to_the_c_client_restarts_the_server_which_compiles_it_again(ch
                                                                            server: Server) -> None:
     stamp = protocol.server_dir(checkout.root, server.variables) / (native_client.NAME + native_client.STAMP_SUFFIX)
     before, restarts = stamp.read_text(), server.log.read_text().count("the server's code changed: restarting")
-    append_text(checkout.root / "site_scons" / "opencoti_build" / "server" / "client.c", "\n/* a change */\n")
+    append_text(checkout.root / "site_scons" / "opencoti_build" / "server" / "client.c", "\n#define OPENCOTI_A_CHANGE_12 1\n")
     changed = native_build(checkout, server)  # answered "retry" while the server restarts, then built
     assert changed.returncode == 0, changed.stdout + changed.stderr
     assert server.log.read_text().count("the server's code changed: restarting") == restarts + 1
@@ -244,7 +244,7 @@ def test_a_request_waits_for_a_run_that_holds_the_build_lock(checkout: Checkout,
 
 def test_ctrl_c_in_the_client_interrupts_the_build_and_the_server_serves_on(checkout: Checkout,
                                                                             server: Server) -> None:
-    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n/* interrupted */\n")
+    append_text(checkout.tree / "llama.cpp" / "ggml" / "include" / "ggml.h", "\n#define OPENCOTI_INTERRUPTED_13 1\n")
     running = popen_build(checkout, "--cache-disable")
     assert running.stdout is not None
     for line in running.stdout:  # the first compile has started
