@@ -1,7 +1,9 @@
 """Helpers of the tests that run the real build (scons subprocesses) on copies of the miniature tree."""
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -117,3 +119,46 @@ def clone(dest: Path) -> Path:
         with open(tree / rel, "a", encoding="utf-8") as fh:
             fh.write("\n" + lines)
     return dest
+
+
+def output_digests(out: Path) -> dict[str, str]:
+    """sha256 of every file under a BUILD_DIR's o/ (objects, their .aarch64 twins, archives, links)."""
+    root = out / "o"
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def shared_tier_counts(stdout: str, url: str) -> tuple[int, int, int, int]:
+    """(hits, misses, corrupt, pushed) of the shared tier at ``url`` (Redis, REAPI) in a build's cache line."""
+    found = re.search(rf"^cache: local .*; {re.escape(url)} (\d+) hits / (\d+) misses / (\d+) corrupt / (\d+) pushed$",
+                      stdout, re.M)
+    assert found, stdout
+    return tuple(int(n) for n in found.groups())  # type: ignore[return-value]
+
+
+class SharedTierCheckouts:
+    """What the shared tiers' tests (Redis, REAPI) build: a private copy of the mini tree, a key pair every build signs
+    with and trusts (a shared tier is read only signed), and a second clone of the project at another path. ``url``
+    is the tier's CACHE_URL, set by the test module."""
+
+    url = ""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.src = root / "src"
+        shutil.copytree(MINI_TREE, self.src)
+        self.keys = cache_keys(root / "keys")
+        self.clone = root / "second-clone-at-another-path"
+        self.clone.mkdir()
+        copy_checkout(self.clone)
+
+    def build(self, build: Path, *args: str, project: Path | None = None, **kw) -> subprocess.CompletedProcess[str]:
+        return scons("-j2", f"SRC={self.src}", *args, build=build, **({"project": project} if project else {}), **kw)
+
+    def clone_build(self) -> subprocess.CompletedProcess[str]:
+        """A build in the second clone with an empty local cache (OPENCOTI_CACHE_URL names the tier, and the
+        environment the keys)."""
+        build = self.root / "clone-build"
+        shutil.rmtree(build, ignore_errors=True)
+        keys = {f"OPENCOTI_{arg.split('=', 1)[0]}": arg.split("=", 1)[1] for arg in self.keys}
+        return self.build(build, project=self.clone, env_extra={"OPENCOTI_CACHE_URL": self.url, **keys})

@@ -2,9 +2,7 @@
 miniature tree against a redis-server this module starts on 127.0.0.1 (a free port) and stops by PID."""
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +16,9 @@ from bench import servers
 from opencoti_build.cache import cache_entry, remote_cache
 from opencoti_build.report import summary
 
-from scons_runs import MINI_TREE, cache_keys, copy_checkout, scons, scons_command
+from scons_runs import MINI_TREE, SharedTierCheckouts, scons, scons_command
+from scons_runs import output_digests as digests
+from scons_runs import shared_tier_counts as tier_line
 
 REDIS_SERVER = shutil.which("redis-server")
 needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server (scripts/install-deps)")
@@ -57,48 +57,17 @@ def test_push_pull_limit_and_drop(redis_server: RedisServer, tmp_path: Path) -> 
 
 # --- whole builds -----------------------------------------------------------------------------------
 
-def digests(out: Path) -> dict[str, str]:
-    """sha256 of every file under a BUILD_DIR's o/ (objects, their .aarch64 twins, archives, links)."""
-    root = out / "o"
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def tier_line(stdout: str, url: str) -> tuple[int, int, int, int]:
-    """(hits, misses, corrupt, pushed) of the remote tier in a build's cache line."""
-    found = re.search(rf"^cache: local .*; {re.escape(url)} (\d+) hits / (\d+) misses / (\d+) corrupt / (\d+) pushed$",
-                      stdout, re.M)
-    assert found, stdout
-    return tuple(int(n) for n in found.groups())
-
-
-class Warm:
+class Warm(SharedTierCheckouts):
     """One redis-server filled by a cold build of a private copy of the mini tree (its outputs: the reference).
     Redis is a shared tier: every build here signs what it pushes and trusts the same key (``keys``)."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.src = root / "src"
-        shutil.copytree(MINI_TREE, self.src)
-        self.keys = cache_keys(root / "keys")
+        super().__init__(root)
         self.server = RedisServer()
+        self.url = self.server.url
         first = self.build(root / "first", f"CACHE_URL={self.server.url}", *self.keys)
         self.steps = summary.parse(first.stdout)["compiled"]
         self.reference = digests(root / "first" / "out")
-        self.clone = root / "second-clone-at-another-path"
-        self.clone.mkdir()
-        copy_checkout(self.clone)
-
-    def build(self, build: Path, *args: str, project: Path | None = None, **kw) -> subprocess.CompletedProcess[str]:
-        return scons("-j2", f"SRC={self.src}", *args, build=build, **({"project": project} if project else {}), **kw)
-
-    def clone_build(self) -> subprocess.CompletedProcess[str]:
-        """A build in the second clone with an empty local cache (OPENCOTI_CACHE_URL names the remote, and the
-        environment the keys)."""
-        build = self.root / "clone-build"
-        shutil.rmtree(build, ignore_errors=True)
-        keys = {f"OPENCOTI_{arg.split('=', 1)[0]}": arg.split("=", 1)[1] for arg in self.keys}
-        return self.build(build, project=self.clone, env_extra={"OPENCOTI_CACHE_URL": self.server.url, **keys})
 
 
 @pytest.fixture(scope="module")
