@@ -1,6 +1,6 @@
 """Benchmarks: this build against make + ccache on a generated fat tree (one-shot and through the build server),
 against CMake + Ninja on the real
-llama.cpp tree, its fat lane on that tree against its native lane, packaging a large GGUF, and a second checkout built from a warm Redis (against make + ccache's
+llama.cpp tree, its fat lane on that tree against its native lane, packaging a large GGUF, and a second checkout built from a warm Redis and from a REAPI cache (against make + ccache's
 remote storage).
 
     python3 bench/run.py            # medians of 5 everywhere (hours on 2 cores: 20 cold builds of the real tree)
@@ -30,7 +30,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "site_scons")]
 
-from bench import fatbench, packbench, realbench, realfatbench, report, serverbench, sharedbench  # noqa: E402
+from bench import fatbench, packbench, realbench, realfatbench, reapibench, report, serverbench, sharedbench  # noqa: E402
 from bench.llamacpp_sdist import sdist_llamacpp  # noqa: E402
 from bench.measure import machine, median  # noqa: E402
 
@@ -76,9 +76,10 @@ def growth_point(project: Path, work: Path, tus: int, runs: int, jobs: int) -> d
     return {"tus": tus, "cold": cold, **null}
 
 
-def _hand_written() -> list[str]:
-    """The hand-written section appended after the tables: the tuning record."""
-    return [(PROJECT / "bench" / "tuning.md").read_text()]
+def _after_tables(results: dict) -> list[str]:
+    """What follows the tables: the shared part's REAPI section (bench/reapibench.py), then the hand-written tuning
+    record."""
+    return reapibench.report_lines(results.get("shared")) + [(PROJECT / "bench" / "tuning.md").read_text()]
 
 
 def _merge(previous: Path, results: dict, parts: set[str]) -> dict:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.report_only:
         results = json.loads((args.docs / "benchmarks.json").read_text())
-        _log(f"wrote {report.write(results, args.docs, _hand_written())}")
+        _log(f"wrote {report.write(results, args.docs, _after_tables(results))}")
         return 0
     runs = args.runs or (3 if args.quick else 5)
     heavy_runs = args.heavy_runs or (1 if args.quick else runs)
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     args.docs.mkdir(parents=True, exist_ok=True)
     results = _merge(args.docs / "benchmarks.json", results, parts)
     (args.docs / "benchmarks.json").write_text(json.dumps(results, indent=1) + "\n")
-    path = report.write(results, args.docs, _hand_written())
+    path = report.write(results, args.docs, _after_tables(results))
     _log(f"wrote {path}")
     if "fat" in results:
         _log(f"null build: scons/make median ratio {results['fat']['null']['ratio_median']:.1f}; header edit "

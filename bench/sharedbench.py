@@ -1,4 +1,5 @@
-"""Part 4: a second checkout at another path, an empty local cache and a warm shared store (Redis).
+"""Part 4: a second checkout at another path, an empty local cache and a warm shared store (Redis; and a REAPI cache,
+BuildGrid, beside it in the same run: bench/reapibench.py).
 
 Checkout A (a copy of the project and of the generated fat tree) is built cold by SCons with
 ``CACHE_URL=redis://127.0.0.1:P`` (filling Redis); checkout B, a copy of both at another, longer path,
@@ -20,7 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench import fatbench, fattree, servers
+from bench import fatbench, fattree, reapibench, servers
 from bench.measure import median, run
 from opencoti_build.report import summary
 from opencoti_build.tree import sources
@@ -180,6 +181,22 @@ def _outputs(build: SharedScons | SharedMake, objects: list[str],
     return row, got
 
 
+def _reapi_column(server: servers.BuildGridServer | None, scons_a: SharedScons, b: Path, work: Path, jobs: int,
+                  log) -> tuple[dict, SharedScons | None]:
+    """BuildGrid filled from checkout A (``--cache-populate``: nothing compiled), and checkout B's build from it;
+    ({}, None) without BuildGrid."""
+    if server is None:
+        return {}, None
+    log("shared: checkout A's outputs pushed to BuildGrid (--cache-populate, nothing compiled)")
+    fill = reapibench.populate(scons_a.argv, server.url)
+    if fill["returncode"] != 0:
+        raise SystemExit("bench: checkout A's --cache-populate to BuildGrid failed:\n" + "\n".join(fill["tail"]))
+    fill.pop("tail")
+    scons_r = SharedScons(b / "checkout", b / "src", b / "scons-reapi", jobs, server.url, work / "keys")
+    scons_r.name = reapibench.NAME
+    return {"buildgrid": servers.buildgrid_version(), "populate": fill, "usage": reapibench.usage(server)}, scons_r
+
+
 def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> dict:
     """Checkouts A and B (scons), A' and B' (make + ccache) of one generated tree; see the module docstring."""
     shutil.rmtree(work, ignore_errors=True)
@@ -189,7 +206,7 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
     tree = fattree.generate(a / "src", tus)
     shutil.copytree(a / "src", b / "src", symlinks=True)
     objects = fatbench.object_paths(tree.root)
-    scons_server = make_server = None
+    scons_server = make_server = reapi_server = None
     try:
         scons_server, make_server = RedisServer(), RedisServer()
         scons_a = SharedScons(a / "checkout", a / "src", a / "scons", jobs, scons_server.url, work / "keys")
@@ -213,12 +230,16 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
         row, make_ref = _outputs(make_a, objects, None)
         cold_make.update(row)
         usage = {"scons": scons_server.usage(), "make+ccache": make_server.usage()}
+        order = [(scons_b, scons_ref), (make_b, make_ref), (make_k, make_ref)]
+        reapi_server = reapibench.start(work, log)
+        reapi, scons_r = _reapi_column(reapi_server, scons_a, b, work, jobs, log)
+        order[1:1] = [(scons_r, scons_ref)] if scons_r is not None else []
 
-        second: dict[str, list[dict]] = {"scons": [], "make+ccache": [], KEEP_GOING: []}
+        second: dict[str, list[dict]] = {build.name: [] for build, _ in order}
         for i in range(runs):
-            order = [(scons_b, scons_ref), (make_b, make_ref), (make_k, make_ref)]
             for build, ref in order if i % 2 == 0 else order[::-1]:
-                log(f"shared: run {i + 1}/{runs}: {build.name} in checkout B (empty local cache, warm Redis)")
+                store = "BuildGrid" if build.name == reapibench.NAME else "Redis"
+                log(f"shared: run {i + 1}/{runs}: {build.name} in checkout B (empty local cache, warm {store})")
                 build.wipe()
                 outcome = build.measure()
                 outcome.pop("tail", None)
@@ -230,9 +251,9 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
             "checkouts": {"A": str(a), "B": str(b)}, "ccache_base_dir": str(work), "redis_usage_after_cold": usage,
             "cold": {"scons": cold_scons, "make+ccache": cold_make},
             "second": {k: {"runs": v, "median_wall": median([r["wall"] for r in v])} for k, v in second.items()},
-            "ratios": ratios, "ratio_median": median(ratios),
+            "ratios": ratios, "ratio_median": median(ratios), "reapi": reapi,
         }
     finally:
-        for server in (scons_server, make_server):
+        for server in (scons_server, make_server, reapi_server):
             if server is not None:
                 server.stop()

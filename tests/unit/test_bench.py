@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import fattree, realbench, report, sharedbench  # noqa: E402
+from bench import fattree, realbench, reapibench, report, sharedbench  # noqa: E402
 from opencoti_build.tree import sources  # noqa: E402
 
 
@@ -128,3 +128,21 @@ def test_shared_table_has_a_row_per_checkout_and_says_what_ccache_left_out() -> 
     assert "| make+ccache | B', empty `CCACHE_DIR`, `make -k` | 1.500 s (1.50) | 0/1 | 2 | 17 remote hits |" in text
     assert "With `make -k` B' went on past the failed twin archives: 17 x86-64 objects from Redis, 2 fat compiles" in text
     assert "`llamafile/highlight/gen00000.c`" in text
+
+
+def test_the_reapi_section_sets_b_from_buildgrid_beside_b_from_redis() -> None:
+    same = {"compared": 58, "identical": 58, "differing": [], "missing": 0}
+    redis = [_shared_run(w, 0, 19, compiles=0, from_cache=28, remote_hits=58, against_a=same) for w in (2.0, 2.4)]
+    reapi = [_shared_run(w, 0, 19, compiles=0, from_cache=28, remote_hits=58, against_a=same) for w in (2.5, 3.0)]
+    shared = {"tus": 17, "second": {"scons": {"runs": redis, "median_wall": 2.2}}}
+    assert reapibench.report_lines(shared) == [] and reapibench.report_lines(None) == []  # recorded before REAPI
+    shared["second"][reapibench.NAME] = {"runs": reapi, "median_wall": 2.75}
+    shared["reapi"] = {"buildgrid": "0.9.1", "populate": {"returncode": 0, "wall": 1.25, "pushed": 58},
+                       "usage": {"blobs": 120, "bytes": 3 << 20}}
+    lines = reapibench.report_lines(shared)
+    text = "\n".join(lines)
+    assert lines[0] == "## Shared cache: the same second checkout from a REAPI cache (17 TUs)"
+    assert "(58 targets pushed in 1.25 s, nothing compiled; 120 CAS blobs, 3.0 MiB)" in text
+    assert "| Redis | 2.20 s (2.00, 2.40) | 2/2 | 0, 0 | 28 steps (58 hits), 28 steps (58 hits) | 58/58, 58/58 |" in text
+    assert "| REAPI (BuildGrid 0.9.1) | 2.75 s (2.50, 3.00) | 2/2 |" in text and "median wall: 1.25×." in text
+
