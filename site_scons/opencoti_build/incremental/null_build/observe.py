@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from opencoti_build import streams
 from opencoti_build.incremental import private
 from opencoti_build.incremental.null_build import record as record_mod
 from opencoti_build.incremental.null_build.check import CarryOver
@@ -303,8 +304,7 @@ def start(record_path: str, args: Sequence[str], running: str, started_ns: int =
 
     os.stat, os.lstat = observed_stat, observed_lstat
     sys.addaudithook(recorder.audit)  # audit hooks cannot be removed: this process records until it exits
-    sys.stdout = _Tee(sys.stdout, 1, recorder.read_phase)
-    sys.stderr = _Tee(sys.stderr, 2, recorder.read_phase)
+    streams.replace(stdout=_Tee(sys.stdout, 1, recorder.read_phase), stderr=_Tee(sys.stderr, 2, recorder.read_phase))
     return recorder
 
 
@@ -316,10 +316,7 @@ def unrecorded(stream: TextIO) -> TextIO:
 
 def reading_done(recorder: Recorder) -> None:
     """The SConscripts are read: stop keeping the output (what follows is the build's)."""
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name)
-        if isinstance(stream, _Tee):
-            setattr(sys, name, stream._stream)
+    streams.replace(stdout=unrecorded(sys.stdout), stderr=unrecorded(sys.stderr))
     for path in set(recorder.first) - recorder.carried:
         sig = recorder.first[path]
         if path in recorder.used or path in recorder.kept_reading or (sig is not None and sig[0] != "d" and sig[5] & 0o111):
