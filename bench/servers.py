@@ -96,12 +96,13 @@ def buildgrid_version() -> str:
 
 class BuildGridServer:
     """BuildGrid's cache services (ActionCache, CAS, ByteStream) on one instance, blobs on disk under ``root``, the
-    ActionCache in memory; TLS when ``tls`` gives (server key, server certificate) PEM files, and bearer tokens
-    required when ``jwt_secret`` names the file of the HS256 secret they are signed with (JWTs with an ``exp``).
-    RuntimeError when it is not installed or does not listen."""
+    ActionCache in memory; TLS when ``tls`` gives (server key, server certificate) PEM files, client certificates
+    required when ``client_ca`` names the PEM certificates they must chain to, and bearer tokens required when
+    ``jwt_secret`` names the file of the HS256 secret they are signed with (JWTs with an ``exp``). RuntimeError when
+    it is not installed or does not listen."""
 
     def __init__(self, root: Path, instance: str = "", tls: tuple[Path, Path] | None = None,
-                 jwt_secret: Path | None = None) -> None:
+                 client_ca: Path | None = None, jwt_secret: Path | None = None) -> None:
         missing = buildgrid_missing()
         if missing is not None:
             raise RuntimeError(missing)
@@ -112,7 +113,7 @@ class BuildGridServer:
         scheme = "grpcs" if tls else "grpc"
         self.url = f"{scheme}://127.0.0.1:{self.port}" + (f"/{instance}" if instance else "")
         credentials = (f"    credentials:\n      tls-server-key: {tls[0]}\n      tls-server-cert: {tls[1]}\n"
-                       if tls else "")
+                       if tls else "") + (f"      tls-client-certs: {client_ca}\n" if tls and client_ca else "")
         config = root / "buildgrid.yml"
         authorization = (f"  method: jwt\n  secret: {jwt_secret}\n  algorithm: hs256" if jwt_secret
                          else "  method: none")

@@ -34,8 +34,10 @@ def scons_command(*args: str, build: Path, home: Path | None = None, project: Pa
     argv += [f"{k}={v}" for k, v in defaults.items() if k not in given] + list(args)
     # The stand-in, explicitly: tests never download cosmocc (a test of provisioning overrides this).
     env = dict(os.environ, HOME=str(home or build / "home"), OPENCOTI_COSMOCC="stand-in")
-    for name in ("OPENCOTI_CACHE_URL", "OPENCOTI_CACHE_SIGNING_KEY", "OPENCOTI_CACHE_TRUSTED_KEYS"):
-        env.pop(name, None)  # a developer's shared cache and keys stay out of the tests (they pass their own)
+    for name in ("OPENCOTI_CACHE_URL", "OPENCOTI_CACHE_SIGNING_KEY", "OPENCOTI_CACHE_TRUSTED_KEYS", "OPENCOTI_CACHE_TOKEN",
+                 "OPENCOTI_CACHE_TOKEN_FILE", "OPENCOTI_CACHE_TOKEN_HEADER", "OPENCOTI_CACHE_TLS_CA",
+                 "OPENCOTI_CACHE_TLS_CERT", "OPENCOTI_CACHE_TLS_KEY"):
+        env.pop(name, None)  # a developer's shared cache, keys and credentials stay out of the tests (they pass their own)
     env.update(env_extra or {})
     Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
     return argv, env

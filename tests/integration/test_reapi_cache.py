@@ -5,7 +5,8 @@ The session's build of the miniature tree fills it (``scons --cache-populate`` o
 compiled, every step pushed); then a second checkout at another path, with the tree elsewhere and an empty local
 cache, compiles nothing and links the same bytes, a damaged CAS blob and a swapped ActionCache entry are caught
 (one WARN, the step built locally, nothing bad used or pushed on), a server away or refusing costs one WARN, and a
-second server with TLS and bearer tokens (JWTs) is reached with a token from the environment that no file keeps."""
+second server with TLS, client certificates and bearer tokens (JWTs) is reached with a token from the environment that
+no file keeps."""
 from __future__ import annotations
 
 import base64
@@ -178,8 +179,9 @@ def test_a_bad_reapi_url_or_credential_is_one_line_and_builds_nothing(tmp_path: 
 
 # --- TLS and a bearer token ----------------------------------------------------------------------------------------
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A key and a certificate for 127.0.0.1 (also the CA the client is given)."""
+def _self_signed(directory: Path, name: str) -> tuple[Path, Path]:
+    """A key and a self-signed certificate for 127.0.0.1 (which is its own CA: the server's is the CA the client is
+    given, the client's the one the server checks clients against)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -195,7 +197,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
             .sign(key, hashes.SHA256()))
     directory.mkdir(parents=True, exist_ok=True)
-    key_file, cert_file = directory / "server.key", directory / "server.pem"
+    key_file, cert_file = directory / f"{name}.key", directory / f"{name}.pem"
     key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -213,13 +215,19 @@ def _jwt(secret: bytes) -> str:
 
 
 class Tls:
+    """BuildGrid over TLS on instance ``main``, requiring a client certificate and a bearer token; ``environ``: what
+    a client needs to reach it."""
+
     def __init__(self, root: Path) -> None:
-        key, self.cert = _self_signed(root / "tls")
+        key, self.cert = _self_signed(root / "tls", "server")
+        self.client_key, self.client_cert = _self_signed(root / "tls", "client")
         secret = root / "jwt.secret"
         secret.write_bytes(hashlib.sha256(root.name.encode()).hexdigest().encode())
         self.token = _jwt(secret.read_bytes())
         self.server = servers.BuildGridServer(root / "buildgrid", instance="main", tls=(key, self.cert),
-                                              jwt_secret=secret)
+                                              client_ca=self.client_cert, jwt_secret=secret)
+        self.environ = {client.TOKEN: self.token, client.TLS_CA: str(self.cert), client.TLS_CERT: str(self.client_cert),
+                        client.TLS_KEY: str(self.client_key)}
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +246,7 @@ def test_tls_and_a_bearer_token_from_the_environment_reach_the_server(tls: Tls, 
     large.write_bytes(bytes(range(256)) * 1024)  # 256 KiB: over the batch limit set below, so through ByteStream
     items = [("a" * 64, str(small)), ("b" * 64, str(large))]
     said: list[str] = []
-    environ = {client.TOKEN: tls.token, client.TLS_CA: str(tls.cert)}
+    environ = tls.environ
     tier = ReapiTier(tls.server.url, said.append, signer=signer, environ=environ)
     tier.batch_bytes = 64 << 10
     assert tier.push_step(items) == 2
@@ -247,16 +255,21 @@ def test_tls_and_a_bearer_token_from_the_environment_reach_the_server(tls: Tls, 
     values = reader.pull(["a" * 64, "b" * 64])
     assert [tier.unpack(v, k)[1] for v, (k, _) in zip(values, items)] == [small.read_bytes(), large.read_bytes()]
     assert said == []
-    for environ in ({client.TLS_CA: str(tls.cert)}, {client.TOKEN: tls.token[:-2] + "xx", client.TLS_CA: str(tls.cert)}):
+    no_token = {k: v for k, v in environ.items() if k != client.TOKEN}
+    for environ in (no_token, {**no_token, client.TOKEN: tls.token[:-2] + "xx"}):
         assert ReapiTier(tls.server.url, said.append, environ=environ).pull(["a" * 64]) is None
     assert len(said) == 2 and all(f"CACHE_URL {tls.server.url} unreachable (UNAUTHENTICATED" in s for s in said), said
+    no_certificate = {k: v for k, v in tls.environ.items() if k not in (client.TLS_CERT, client.TLS_KEY)}
+    assert ReapiTier(tls.server.url, said.append, environ=no_certificate).pull(["a" * 64]) is None
+    assert len(said) == 3 and f"CACHE_URL {tls.server.url} unreachable (UNAVAILABLE" in said[2], said
 
 
 def test_a_build_over_tls_with_a_token_file_keeps_the_token_in_no_file(tls: Tls, tmp_path: Path) -> None:
     token_file = tmp_path / "secrets" / "cache-token"
     token_file.parent.mkdir()
     token_file.write_text(tls.token + "\n")
-    env = {"OPENCOTI_CACHE_URL": tls.server.url, client.TOKEN_FILE: str(token_file), client.TLS_CA: str(tls.cert)}
+    env = {**{k: v for k, v in tls.environ.items() if k != client.TOKEN}, "OPENCOTI_CACHE_URL": tls.server.url,
+           client.TOKEN_FILE: str(token_file)}
     build = tmp_path / "b"
     proc = scons(f"SRC={MINI_TREE}", "compile", f"FILE={ONE_SOURCE}", *cache_keys(tmp_path / "keys"), build=build,
                  env_extra=env)
