@@ -262,6 +262,13 @@ def generate(root: Path, n: int) -> FatTree:
     return tree
 
 
+def comment_header(tree: FatTree, header: str, serial: int) -> None:
+    """Append a comment to ``header``: no token of it changes and no line of an including file moves (a compiler
+    writes the same objects; ccache's preprocessor mode hits, its direct mode misses)."""
+    with open(tree.root / header, "a", encoding="utf-8") as fh:
+        fh.write(f"/* a comment-only edit, {serial} */\n")
+
+
 def edit_header(tree: FatTree, header: str, serial: int) -> None:
     """Change ``header`` so every dependent's preprocessed text changes (no cache can hit on it)."""
     path = tree.root / header

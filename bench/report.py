@@ -215,8 +215,11 @@ def _realfat(real: dict) -> list[str]:
 def _server(server: dict) -> list[str]:
     """The build server's section: null requests and a header edit against make + ccache and one-shot scons."""
     rows = []
-    for part, title in (("null", "null request / build"), ("header_edit", "one-header edit")):
-        got = server[part]
+    for part, title in (("null", "null request / build"), ("header_edit", "one-header edit"),
+                        ("comment_edit", "a comment appended to it")):
+        got = server.get(part)
+        if got is None:
+            continue  # a run recorded before the row was measured
         for name in got["walls"]:
             ratio = got["ratio_medians"].get(name)
             rows.append([title, name, _s(got["medians"][name]), ", ".join(f"{w:.3f}" for w in got["walls"][name]),
@@ -229,8 +232,9 @@ def _server(server: dict) -> list[str]:
             "opencoti-client -Q -j2 VARS`; the edits through it alone: another client's request would find them "
             "built), beside make + ccache and one-shot `scons` on the same tree, each with its own outputs and "
             "cache, in turn per run (order alternating). The edit gives "
-            f"`{edit['header']}` a new value each run ({edit['expected_dependents']} dependents). Ratios per run "
-            "against make + ccache.", "",
+            f"`{edit['header']}` a new value each run ({edit['expected_dependents']} dependents); the comment edit "
+            "appends a comment to it (no token changes, no line of a dependent moves: ccache's preprocessor mode hits, "
+            "the build's code signatures find nothing changed). Ratios per run against make + ccache.", "",
             *_table(["", "build", "median wall", "runs", "compiles per run", "× make + ccache"], rows), "",
             f"The server answered {server['answered_from_record']} of its {server['requests']} requests from the "
             f"null build's record; its reader (the run that read the graph ahead) built "

@@ -4,8 +4,8 @@ scons build, in one run.
 Three builders of the same tree, each with its own outputs and cache (so each compiles an edited header's
 dependents itself): make + ccache, one-shot ``scons``, and requests to a server started for the same variables,
 through ``python3 -m opencoti_build build`` and through the C client ``serve`` compiles (null requests: both; the
-edits: the C client's, since the next client's request would find them built). Null requests and a one-header edit are timed per run, the three in
-turn (order alternating); ratios are taken per run against make + ccache. After the edits, the server's
+edits: the C client's, since the next client's request would find them built). Null requests, a one-header code
+edit and a comment appended to the same header are timed per run, the three in turn (order alternating); ratios are taken per run against make + ccache. After the edits, the server's
 binaries are compared byte for byte with the one-shot build's, and the server's next request must compile
 nothing. The server's own log gives how it answered each request and how long it took inside the server.
 """
@@ -84,26 +84,29 @@ def measure(project: Path, work: Path, tus: int, runs: int, jobs: int, log) -> d
         null = _timed([c_client, python_client, make, scons], runs, edit=None)
         log("server part: header edits")  # through one client: the next one's request would find them built
         edit = _timed([c_client, make, scons], runs, edit=tree)
+        log("server part: comment-only edits")
+        comment = _timed([c_client, make, scons], runs, edit=tree, change=fattree.comment_header)
         after = python_client.build().compiles
         differing = [rel for rel in COMPARED if (server.out / rel).read_bytes() != (scons.out / rel).read_bytes()]
         answers = server.log_lines()
     finally:
         server.stop()
     return {"tus": tus, "cold": cold, "null": null, "header_edit": {**edit, "header": fattree.EDIT_HEADER,
-            "expected_dependents": len(tree.dependents(fattree.EDIT_HEADER))},
+            "expected_dependents": len(tree.dependents(fattree.EDIT_HEADER))}, "comment_edit": comment,
             "compiles_in_next_request": after, "differing_from_one_shot": differing,
             "answered_from_record": sum(request_loop.NULL_ANSWER in line for line in answers), "requests": len(answers),
             "server_log": answers}
 
 
-def _timed(builds: list, runs: int, edit: fattree.FatTree | None) -> dict:
-    """Each run: (an edit, then) every builder in turn, order alternating; ratios against make + ccache per run."""
+def _timed(builds: list, runs: int, edit: fattree.FatTree | None, change=fattree.edit_header) -> dict:
+    """Each run: (an edit of ``edit``'s header by ``change``, then) every builder in turn, order alternating; ratios
+    against make + ccache per run."""
     walls: dict[str, list[float]] = {b.name: [] for b in builds}
     compiles: dict[str, list[int]] = {b.name: [] for b in builds}
     ratios: dict[str, list[float]] = {b.name: [] for b in builds if b.name != "make+ccache"}
     for i in range(runs):
         if edit is not None:
-            fattree.edit_header(edit, fattree.EDIT_HEADER, serial=2000 + i)
+            change(edit, fattree.EDIT_HEADER, serial=2000 + i)
         order = builds if i % 2 == 0 else builds[::-1]
         got = {b.name: b.build() for b in order}
         for name, outcome in got.items():
