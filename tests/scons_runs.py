@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.sharedbench import cache_keys  # the same key pair the bench makes; tests import it from here
 from opencoti_build.config import buildvars, versioning
 from opencoti_build.report import summary
 
@@ -51,23 +52,6 @@ def scons(*args: str, build: Path, home: Path | None = None, check: bool = True,
     if check and proc.returncode != 0:
         raise AssertionError(f"scons {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
-
-
-def cache_keys(directory: Path) -> list[str]:
-    """``CACHE_SIGNING_KEY=`` and ``CACHE_TRUSTED_KEYS=`` of an ed25519 key pair kept in ``directory`` (made there
-    the first time): what a build needs to read and push a shared tier (Redis; docs/scale.md)."""
-    private, public = directory / "cache-signing.pem", directory / "cache-trusted.pem"
-    if not public.exists():
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import ed25519
-
-        key = ed25519.Ed25519PrivateKey.generate()
-        directory.mkdir(parents=True, exist_ok=True)
-        private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                              serialization.NoEncryption()))
-        public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                         serialization.PublicFormat.SubjectPublicKeyInfo))
-    return [f"CACHE_SIGNING_KEY={private}", f"CACHE_TRUSTED_KEYS={public}"]
 
 
 def compiled(proc: subprocess.CompletedProcess[str]) -> list[str]:
