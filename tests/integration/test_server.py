@@ -77,6 +77,14 @@ def test_a_header_edit_through_the_server_compiles_exactly_its_dependents(checko
 GGML_H = ("llama.cpp", "ggml", "include", "ggml.h")
 
 
+def test_a_comment_edit_through_the_server_compiles_no_fat_object(checkout: Checkout, server: Server) -> None:
+    """opencoti_scons/code_decider.py in the server's runs (the Vulkan DSO's gcc compiles decide by bytes)."""
+    append_text(checkout.tree.joinpath(*GGML_H), "\n/* a comment: no token changes, no line of it moves */\n")
+    edited = build(checkout)
+    assert edited.returncode == 0, edited.stdout + edited.stderr
+    assert compiled(edited) == [] and checkout.run("-q").returncode == 0
+
+
 def _planned(output: str) -> set[str]:
     """The N of the ``[n/N]`` step lines."""
     return {line.split("]")[0].split("/")[1] for line in output.splitlines() if line.startswith("[")}
