@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from opencoti_build.errors import WhyNot
 from opencoti_build.incremental.null_build import record as record_mod
 from opencoti_build.incremental.null_build.record import Record, Signature, sealed, signature, signed
 
@@ -26,7 +27,7 @@ def eligible(args: Sequence[str]) -> bool:
     return why_never_recorded(args) is None
 
 
-def why_never_recorded(args: Sequence[str]) -> str | None:
+def why_never_recorded(args: Sequence[str]) -> WhyNot:
     """Why a run with these command-line arguments (after the program name) is never recorded, so never answered
     from a record, in words; None when it may be."""
     value_check: Callable[[str], bool] | None = None
@@ -35,23 +36,29 @@ def why_never_recorded(args: Sequence[str]) -> str | None:
             if not value_check(arg):
                 return f"the option value {arg!r}"
             value_check = None
-            continue
-        if arg in _FREE_OPTIONS:
-            continue
-        if arg in _WITH_VALUE:
+        elif arg in _WITH_VALUE:
             value_check = _WITH_VALUE[arg]
-            continue
-        option, _, value = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
-        if option in _WITH_VALUE and value and _WITH_VALUE[option](value):
-            continue  # -j4, --jobs=4, -Cdir, --directory=dir
-        if arg.startswith("-"):
-            return f"the option {arg} (only -Q, -s, -k, -j N and -C DIR leave a run recordable)"
-        if "=" not in arg and arg in _NEVER_FAST:
-            return _NEVER_FAST[arg]
-        name, _, value = arg.partition("=")
-        if name in _NEVER_FAST_VARIABLES and value:
-            return _NEVER_FAST_VARIABLES[name]
+        elif (why := _why_not_option(arg) if arg.startswith("-") else _why_not_argument(arg)) is not None:
+            return why
     return None if value_check is None else "an option without its value"
+
+
+def _why_not_option(arg: str) -> WhyNot:
+    """An option with its value attached, if any (-j4, --jobs=4, -Cdir, --directory=dir)."""
+    if arg in _FREE_OPTIONS:
+        return None
+    option, _, value = arg.partition("=") if arg.startswith("--") else (arg[:2], "", arg[2:])
+    if option in _WITH_VALUE and value and _WITH_VALUE[option](value):
+        return None
+    return f"the option {arg} (only -Q, -s, -k, -j N and -C DIR leave a run recordable)"
+
+
+def _why_not_argument(arg: str) -> WhyNot:
+    """A target or a NAME=VALUE variable."""
+    name, equals, value = arg.partition("=")
+    if not equals:
+        return _NEVER_FAST.get(arg)
+    return _NEVER_FAST_VARIABLES.get(name) if value else None
 
 
 def difference(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],

@@ -138,16 +138,9 @@ class Recorder:
     def observe(self, path: Any, listed: bool = False, used: bool = False, looked_at: int | None = None) -> None:
         """Note ``path``'s signature when first seen; ``used``: opened or run (its content matters); ``looked_at``:
         when it was read, if before now."""
-        if getattr(self._busy, "on", False):
+        name = self._to_note(path, listed, used)
+        if name is None:
             return
-        try:
-            name = os.path.abspath(os.fsdecode(path))
-        except (TypeError, ValueError):
-            return  # an fd, or a path that is not one
-        if name in self.first and not listed and (not used or self.reading_done):
-            return  # seen before, and nothing more to note (most of the build's stats: the decider's)
-        if under(name, self.ignored) or name.startswith(_NOT_OBSERVED) or _PYCACHE in name:
-            return  # bytecode caches follow their .py files, which are recorded
         if (used or listed) and not self.reading_done:
             self.used.add(name)
         if name in self.first and (not listed or name in self.listed):
@@ -161,6 +154,21 @@ class Recorder:
                 self.first[name] = self._sign(name, name in self.listed, looked_at)
         finally:
             self._busy.on = False
+
+    def _to_note(self, path: Any, listed: bool, used: bool) -> str | None:
+        """``path`` as the record names it; None when there is nothing to note: the recorder's own look, an fd, a
+        path seen before with nothing new (most of the build's stats: the decider's), one never recorded."""
+        if getattr(self._busy, "on", False):
+            return None
+        try:
+            name = os.path.abspath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return None  # an fd, or a path that is not one
+        if name in self.first and not listed and (not used or self.reading_done):
+            return None
+        if under(name, self.ignored) or name.startswith(_NOT_OBSERVED) or _PYCACHE in name:
+            return None  # bytecode caches follow their .py files, which are recorded
+        return name
 
     def audit(self, event: str, args: tuple) -> None:
         if event == "open":
@@ -244,23 +252,32 @@ class Recorder:
                           if (file := getattr(m, "__file__", None))}
         for source in code:
             self.observe(source, looked_at=self.started_ns or None)  # imported when the run started, or before
-        paths: dict[str, Signature] = {}
-        late: dict[str, int] = {}  # outputs whose timestamp tick is not over yet -> when it is
-        looked_at = record_mod.now_ns()
-        for path, seen in self.first.items():
-            now, settles_at = signed(path, path in self.listed, self.hidden)
-            if not under(path, self.outputs):
-                if now != seen:
-                    return  # read, then changed while this run was going: it may have used the old one
-            elif settles_at > looked_at:
-                late[path] = settles_at  # written by this run, as it left them: they count from now, as git's index
-            paths[path] = now
+        signed_now = self._signed_at_end()
+        if signed_now is None:
+            return
+        paths, late = signed_now
         unsettled = {p for p in self.unsettled if p in paths and not under(p, self.outputs)} | self._settle(late, paths)
         key = private.key(key_file(self.record_path))
         args, environ = sealed(key, self.args, self.environ)
         Record(args, self.cwd, environ, self.interpreter, paths, self.listed, self.present, self.hidden,
                self.read_phase, steps, (self.reading | code) & paths.keys(),
                (self.reading_found - code) & paths.keys(), self.memo, unsettled, list(end_lines)).dump(self.record_path)
+
+    def _signed_at_end(self) -> tuple[dict[str, Signature], dict[str, int]] | None:
+        """Every path seen, signed as it is now, and the outputs whose timestamp tick is not over yet (-> when it
+        is); None when an input changed after the run first looked at it (it may have used the old one)."""
+        paths: dict[str, Signature] = {}
+        late: dict[str, int] = {}
+        looked_at = record_mod.now_ns()
+        for path, seen in self.first.items():
+            now, settles_at = signed(path, path in self.listed, self.hidden)
+            if not under(path, self.outputs):
+                if now != seen:
+                    return None
+            elif settles_at > looked_at:
+                late[path] = settles_at  # written by this run, as it left them: they count from now, as git's index
+            paths[path] = now
+        return paths, late
 
     def _settle(self, late: dict[str, int], paths: dict[str, Signature]) -> set[str]:
         """Outputs whose stat is not settled yet: waited for when their tick ends within SETTLE_WAIT_NS (a jiffy where
