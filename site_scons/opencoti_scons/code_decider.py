@@ -7,7 +7,8 @@ the same code: gcc does (its debug info names files and lines, never their bytes
 each source's MD5, so its compiles keep deciding by bytes. A file that changed is compared with the code signature of
 the bytes the step's record names (what SCons keeps for each input of a step: its content signature), so each content
 is scanned once, when first seen: the sources of every step this run compiled, at its end, and each changed file when
-the decider meets it. A step that is up to date records its inputs as they are now (SCons stores a visited target's
+the decider meets it; and only when the file still holds the bytes SCons signed (a file edited since SCons read it,
+within one timestamp tick say, is learned by a later run, never under the old signature). A step that is up to date records its inputs as they are now (SCons stores a visited target's
 build info), so the next comparison starts from the edited bytes.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import SCons.Node
 
 from opencoti_build.incremental.code_signature import SUFFIXES, KnownSignatures
+from opencoti_scons import engine
 
 
 def _code_source(node: Any) -> bool:
@@ -61,8 +63,20 @@ class CodeDecider:
             return True
         recorded = _recorded_signature(repo_node or target, dependency)
         before = self.known.known(recorded) if recorded else None
-        now = self.known.learn(dependency.get_csig(), dependency.get_contents)
-        return not before or before != now
+        now = self._learn(dependency, dependency.get_csig())
+        return not before or not now or before != now
+
+    def _learn(self, node: Any, csig: str) -> str | None:
+        """The code signature of the content SCons signed ``csig`` for ``node``, learned from the file when unknown;
+        None when the file no longer holds that content (edited since SCons read it: never learned under the old
+        signature, so the next run compares what it finds then)."""
+        known = self.known.known(csig)
+        if known is not None:
+            return known
+        data = node.get_contents()
+        if engine.content_signature(data) != csig:
+            return None
+        return self.known.learn(csig, lambda: data)
 
     def learn_compiled(self) -> None:
         """Learn the code signature of each C or C++ source of the marked compiles this run ran: the bytes their
@@ -73,7 +87,7 @@ class CodeDecider:
             for child in target.children():
                 csig = getattr(child.get_ninfo(), "csig", None) if _code_source(child) else None
                 if csig:
-                    self.known.learn(csig, child.get_contents)
+                    self._learn(child, csig)
 
     def finish(self) -> None:
         """At the end of the run: learn what it compiled and save the table."""

@@ -241,6 +241,11 @@ def interned(text: Any) -> str:
     return SCons.Util.silent_intern(text)
 
 
+def content_signature(data: bytes) -> str:
+    """The content signature SCons gives a file holding ``data`` (its csig: the run's hash of the bytes)."""
+    return SCons.Util.hash_signature(data)
+
+
 def combined_signature(signatures: list[str]) -> str:
     """One signature of ``signatures`` in order, as SCons combines a node's children's into its build signature."""
     return SCons.Util.hash_collect(signatures)
