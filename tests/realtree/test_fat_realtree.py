@@ -94,8 +94,9 @@ def test_a_warm_rebuild_compiles_nothing_and_a_header_edit_exactly_its_mm_depend
     assert wrapper in dependents and len(dependents) >= 3  # the per-architecture kernels and generic TUs
     original = header.read_bytes()
     try:
-        # new bytes every run: the persistent cache holds what every earlier run's edit compiled to
-        header.write_bytes(original + f"\n// an edit, {secrets.token_hex(8)}\n".encode())
+        # new code every run (a comment alone compiles nothing): the persistent cache holds what every earlier
+        # run's edit compiled to
+        header.write_bytes(original + f"\n#define OPENCOTI_EDIT_{secrets.token_hex(8)} 1\n".encode())
         assert compiled(fat_build(fat_realtree, fat_checkout)) == dependents  # each a fat compile: both halves
         for obj in map(Path, dependents):
             assert (obj.parent / ".aarch64" / obj.name).stat().st_mtime_ns >= header.stat().st_mtime_ns

@@ -118,10 +118,13 @@ def one_per_file(entries: Iterable[Entry]) -> list[Entry]:
 
 
 def merged(old: Iterable[Entry], new: Iterable[Entry]) -> list[Entry]:
-    """``new`` plus the ``old`` entries of files ``new`` does not name (lanes this run did not read)."""
+    """``new`` plus the ``old`` entries of files ``new`` does not name and of objects it does not write (lanes this
+    run did not read); an object is one compile's, so an old entry for it from another file (the same build
+    directory used from another checkout) is stale."""
     new = list(new)
-    named = {entry["file"] for entry in new}
-    return sorted(new + [e for e in old if e.get("file") not in named], key=lambda e: (e["file"], e["output"]))
+    files, outputs = {entry["file"] for entry in new}, {entry["output"] for entry in new}
+    kept = [e for e in old if e.get("file") not in files and e.get("output") not in outputs]
+    return sorted(new + kept, key=lambda e: (e["file"], e["output"]))
 
 
 def render(entries: list[Entry]) -> str:
