@@ -128,6 +128,8 @@ class SharedTierCheckouts:
     is the tier's CACHE_URL, set by the test module."""
 
     url = ""
+    steps = 0  # what the first build pushed (set by the test module) ...
+    reference: dict[str, str] = {}  # ... and its outputs' digests
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -148,3 +150,14 @@ class SharedTierCheckouts:
         shutil.rmtree(build, ignore_errors=True)
         keys = {f"OPENCOTI_{arg.split('=', 1)[0]}": arg.split("=", 1)[1] for arg in self.keys}
         return self.build(build, project=self.clone, env_extra={"OPENCOTI_CACHE_URL": self.url, **keys})
+
+    def clone_from_the_tier(self) -> tuple[subprocess.CompletedProcess[str], tuple[int, int, int, int]]:
+        """The second clone's build with an empty local cache: nothing compiled, every step restored, its outputs
+        (both halves of the fat objects among them) the first build's; the run, and its tier counts (hits, misses,
+        corrupt, pushed)."""
+        proc = self.clone_build()
+        counts = summary.parse(proc.stdout)
+        assert (counts["compiled"], counts["cached"]) == (0, self.steps), proc.stdout
+        got = output_digests(self.root / "clone-build" / "out")
+        assert got == self.reference and any("/.aarch64/" in name for name in got)
+        return proc, shared_tier_counts(proc.stdout, self.url)

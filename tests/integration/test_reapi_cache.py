@@ -104,12 +104,7 @@ def test_each_step_is_an_action_cache_entry_over_blobs_named_by_their_sha256(war
 
 
 def test_a_second_clone_with_an_empty_local_cache_compiles_nothing(warm: Warm) -> None:
-    proc = warm.clone_build()
-    counts = summary.parse(proc.stdout)
-    assert (counts["compiled"], counts["cached"]) == (0, warm.steps), proc.stdout
-    got = digests(warm.root / "clone-build" / "out")
-    assert got == warm.reference and any("/.aarch64/" in name for name in got)
-    hits, misses, corrupt, pushed = tier_line(proc.stdout, warm.server.url)
+    proc, (hits, misses, corrupt, pushed) = warm.clone_from_the_tier()
     assert hits == tier_line(warm.first, warm.server.url)[3] and (misses, corrupt, pushed) == (0, 0, 0)
     assert warnings(proc.stdout) == []
 

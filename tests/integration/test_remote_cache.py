@@ -80,12 +80,7 @@ def warm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warm]:
 
 
 def test_a_second_clone_with_an_empty_local_cache_compiles_nothing(warm: Warm) -> None:
-    proc = warm.clone_build()
-    counts = summary.parse(proc.stdout)
-    assert (counts["compiled"], counts["cached"]) == (0, warm.steps), proc.stdout
-    got = digests(warm.root / "clone-build" / "out")
-    assert got == warm.reference and any("/.aarch64/" in name for name in got)
-    hits, misses, corrupt, pushed = tier_line(proc.stdout, warm.server.url)
+    _, (hits, misses, corrupt, pushed) = warm.clone_from_the_tier()
     assert hits == len(warm.server.keys()) and (misses, corrupt, pushed) == (0, 0, 0)
 
 
