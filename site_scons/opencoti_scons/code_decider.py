@@ -76,7 +76,7 @@ class CodeDecider:
         data = node.get_contents()
         if engine.content_signature(data) != csig:
             return None
-        return self.known.learn(csig, lambda: data)
+        return self.known.learn(csig, data)
 
     def learn_compiled(self) -> None:
         """Learn the code signature of each C or C++ source of the marked compiles this run ran: the bytes their

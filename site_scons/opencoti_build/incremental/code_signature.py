@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import marshal
 import re
-from collections.abc import Callable
 
 from opencoti_build.incremental import private
 
@@ -175,12 +174,12 @@ class KnownSignatures:
         """The code signature of the content with this signature ("" when its bytes decide), or None if unknown."""
         return self._table.get(content_signature)
 
-    def learn(self, content_signature: str, read: Callable[[], bytes]) -> str:
-        """The code signature of the content with this signature, computed from ``read()`` the first time ("" when
-        its bytes decide)."""
+    def learn(self, content_signature: str, data: bytes) -> str:
+        """The code signature of ``data``, the content with this signature, kept for later runs ("" when its bytes
+        decide)."""
         found = self._table.get(content_signature)
         if found is None:
-            found = self._table[content_signature] = signature(read()) or ""
+            found = self._table[content_signature] = signature(data) or ""
             self._changed = True
         return found
 
