@@ -19,27 +19,36 @@ def free_port() -> int:
 class RedisServer:
     """redis-server in memory only (no RDB, no AOF); RuntimeError when it is missing or does not answer."""
 
+    PORT_TRIES = 5
+
     def __init__(self) -> None:
         import redis  # the client is a dependency of the build; imported here so `bench` imports without it
 
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (scripts/install-deps)")
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--daemonize", "no"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.client = redis.Redis(port=self.port, socket_timeout=5)
+        for _ in range(self.PORT_TRIES):
+            self.port = free_port()
+            self.url = f"redis://127.0.0.1:{self.port}"
+            self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                          "--appendonly", "no", "--daemonize", "no"],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.client = redis.Redis(port=self.port, socket_timeout=5)
+            if self._answers_as_itself(redis.ConnectionError):
+                return
+            self.stop()  # another test's server took the port between free_port() and the bind: another port
+        raise RuntimeError(f"redis-server did not start on a port of its own ({self.PORT_TRIES} tries)")
+
+    def _answers_as_itself(self, refused: type[Exception]) -> bool:
+        """Whether the server answers on the port and is this process: a server another test started there first
+        would answer too, and two tests would share a store; False when it exits or does not answer in time."""
         deadline = time.monotonic() + 10
         while True:
             try:
-                self.client.ping()
-                return
-            except redis.ConnectionError:
+                return self.client.info("server")["process_id"] == self.proc.pid
+            except refused:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"redis-server on port {self.port} did not answer") from None
+                    return False
                 time.sleep(0.05)
 
     def stop(self) -> None:

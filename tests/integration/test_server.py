@@ -53,6 +53,7 @@ def test_a_null_request_is_answered_from_the_record_as_a_scons_run_would_answer(
     assert server.answers()[-1] == request_loop.NULL_ANSWER
     counts = summary.parse(null.stdout)
     assert counts and counts["compiled"] == counts["cached"] == 0 and counts["current"] > 0
+    server.reader_ready(0)  # the reader forked after the first request holds BUILD_DIR's lock while it reads ahead
     argv, env = checkout.command()  # the same request as a one-shot scons run in the checkout takes the fast path
     plain = subprocess.run([sys.executable, "-m", "SCons", *argv[5:]], cwd=checkout.root, env=env,
                            capture_output=True, text=True, timeout=900)

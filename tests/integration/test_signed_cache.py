@@ -166,18 +166,25 @@ def twin_of(server: servers.RedisServer, key: bytes, evil: bytes) -> bool:
     return mine[keyid] == theirs[keyid]
 
 
-def test_a_reader_trusting_ci_links_nothing_the_evil_writer_pushed(poisoned: Poisoned) -> None:
-    proc = poisoned.build("reader", f"CACHE_URL={poisoned.server.url}", f"CACHE_DIR={poisoned.shared}",
+@pytest.fixture(scope="module")
+def reader(poisoned: Poisoned) -> subprocess.CompletedProcess[str]:
+    """A reader trusting CI's key and signing with it, run once over the poisoned tiers: what the later tests see
+    comes from its run, whichever of them runs first."""
+    return poisoned.build("reader", f"CACHE_URL={poisoned.server.url}", f"CACHE_DIR={poisoned.shared}",
                           poisoned.trusting(), f"CACHE_SIGNING_KEY={poisoned.signing_key}")
-    said = warnings(proc.stdout)
+
+
+def test_a_reader_trusting_ci_links_nothing_the_evil_writer_pushed(poisoned: Poisoned,
+                                                                  reader: subprocess.CompletedProcess[str]) -> None:
+    said = warnings(reader.stdout)
     local = [w for w in said if w.startswith("WARN: cache: untrusted entry in local: ")]
     remote = [w for w in said if w.startswith(f"WARN: cache: untrusted entry in {poisoned.server.url}: ")]
-    assert len(said) == 3 and len(local) == 1 and len(remote) == 2, proc.stdout  # one per problem and tier
+    assert len(said) == 3 and len(local) == 1 and len(remote) == 2, reader.stdout  # one per problem and tier
     assert "is signed by key" in local[0] and f"which CACHE_TRUSTED_KEYS={poisoned.trusted} does not hold" in local[0]
     assert sorted("is unsigned" in w for w in remote) == [False, True]
     assert all(w.endswith("(more like it are counted in the cache line)") and "main.cpp.o" in w for w in said)
-    counts = summary.parse(proc.stdout)
-    assert " / 2 untrusted" in proc.stdout and (counts["compiled"], counts["cached"]) == (1, poisoned.steps - 1)
+    counts = summary.parse(reader.stdout)
+    assert " / 2 untrusted" in reader.stdout and (counts["compiled"], counts["cached"]) == (1, poisoned.steps - 1)
     got = digests(poisoned.root / "reader" / "out")
     assert got == poisoned.reference  # CI's clean build, byte for byte
     assert MARK not in (poisoned.root / "reader" / "out" / "o" / "llamafile" / "llamafile").read_bytes()
@@ -189,9 +196,11 @@ def test_a_reader_trusting_ci_links_nothing_the_evil_writer_pushed(poisoned: Poi
         cache_entry.check_trailer(entry, trust)
 
 
-def test_entries_ci_signed_are_restored_from_redis_and_from_the_group_cache(poisoned: Poisoned) -> None:
-    """After the reader above replaced the evil entries with its own, signed by CI's key: a writer signing with the
-    trusted key is restored, compiling nothing."""
+def test_entries_ci_signed_are_restored_from_redis_and_from_the_group_cache(
+        poisoned: Poisoned, reader: subprocess.CompletedProcess[str]) -> None:
+    """After the reader replaced the evil entries with its own, signed by CI's key: a build trusting that key is
+    restored from either tier, compiling nothing."""
+    assert reader.returncode == 0, reader.stdout + reader.stderr
     for name, args in (("from-redis", [f"CACHE_URL={poisoned.server.url}"]),
                        ("from-group", [f"CACHE_DIR={poisoned.shared}"])):
         proc = poisoned.build(name, *args, poisoned.trusting())
