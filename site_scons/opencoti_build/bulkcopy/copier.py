@@ -4,8 +4,8 @@ taken beside the copy, the output written back to the disk as it grows.
 Each input is copied once. Its bytes go to the output with ``copy_file_range`` where the kernel offers it (a
 reflink-capable filesystem then copies no data; elsewhere the kernel copies several times faster than read and
 write through Python's buffers) and are read once from the page cache the copy filled, into a few fixed buffers,
-for the digests, each on a thread of its own (zlib and hashlib release the GIL). Memory use is constant; holes
-in sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
+for the digests, each on a thread of its own (ISA-L's CRC-32 and hashlib release the GIL). Memory use is constant;
+holes in sparse inputs are skipped with SEEK_DATA/SEEK_HOLE and stay holes in the output.
 
 The output is written back to the disk from the first chunk on (an fdatasync kept in flight), and the page cache
 of what is on the disk is dropped behind it: nothing reads those pages again, and the frames the copy takes next
@@ -22,11 +22,12 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from io import FileIO
 from pathlib import Path
+
+from isal import isal_zlib
 
 from opencoti_build.bulkcopy import replaced
 from opencoti_build.formats.crc32 import combine as crc32_combine
@@ -68,11 +69,14 @@ def hash_zeros(length: int, *update: Callable[[bytes], object]) -> None:
 
 
 class Crc:
+    """Zip's CRC-32 (zlib's), by Intel's ISA-L (python-isal): carry-less multiplication, about 7 times zlib's speed
+    here (bench/tuning.md, "Issue 49"), so the pass a new model needs for its header costs a fraction of a SHA-256."""
+
     def __init__(self) -> None:
         self.value = 0
 
     def update(self, data: bytes | memoryview) -> None:
-        self.value = zlib.crc32(data, self.value)
+        self.value = isal_zlib.crc32(data, self.value)
 
 
 class Workers:
@@ -294,7 +298,7 @@ class OutputDigest:
 
 def crc32(path: Path, f: FileIO, size: int, workers: Workers) -> int:
     """The CRC-32 of ``f``'s first ``size`` bytes, read once: each half read and taken on a thread of its own (a
-    core each: zlib releases the GIL), then combined."""
+    core each: ISA-L releases the GIL), then combined."""
     half = size // 2
     low = workers.digest.submit(_part_crc32, path, f.fileno(), 0, half, workers.buffers[0])
     high = workers.entry.submit(_part_crc32, path, f.fileno(), half, size, workers.buffers[1])
