@@ -12,8 +12,9 @@ writes the bare artifact too; later ones repackage only the embedder, as a chang
 ``opencoti-build verify`` of the embedder; then a new host binary with the model unchanged and ``scons package``
 again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
 the artifact hashed as written); the same through the build server (``serve`` started once for the same
-variables, its C client asking for ``package``: no interpreter start, no imports); and ``zipwriter.append``
-alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
+variables, its C client asking for ``package``: no interpreter start, no imports), then a changed model through
+it; ``scons package`` with nothing changed, one-shot and through the server, against ``scons -Q`` on an empty
+SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
 taken from. Every multi-GiB file is deleted before returning.
 """
 from __future__ import annotations
@@ -72,6 +73,9 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     args = work / "bench.args"
     args.write_text(f"-m /zip/{model.name}\n--strace\n")
     build = work / "b"
+    empty_dir = work / "empty"  # the floor under any SCons run: an empty SConstruct
+    empty_dir.mkdir()
+    (empty_dir / "SConstruct").touch()
     variables = ["CPU_ONLY=1", "ARCH=x86_64", "COSMOCC=stand-in", f"HOST={host}", f"MODEL={model}", f"ARGS={args}",
                  f"BUILD_DIR={build / 'out'}", f"CACHE_DIR={build / 'cache'}", f"DIST_DIR={build / 'dist'}",
                  f"BACKEND_DIST_DIR={build / 'vd'}", f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}"]
@@ -102,11 +106,21 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             host_only = settled(argv, env=env)
             if host_only.returncode != 0 or "PACKAGE" not in host_only.output:
                 raise RuntimeError(f"the binary-only scons package did not repackage:\n{host_only.output[-2000:]}")
+            null = settled(argv, env=env)  # nothing changed since: the null build's fast path
+            _check_null(null, "one-shot")
             make_host(host, runs + i + 1)  # another new binary: through the server
             served = settled(client, env=env, cwd=project)
             if served.returncode != 0 or "PACKAGE" not in served.output:
                 raise RuntimeError(f"the binary-only package through the server did not repackage:\n"
                                    f"{served.output[-2000:]}")
+            change_model(model, runs + i)  # a changed model through the server
+            served_model = settled(client, env=env, cwd=project)
+            if served_model.returncode != 0 or "PACKAGE" not in served_model.output:
+                raise RuntimeError(f"the changed model through the server did not repackage:\n"
+                                   f"{served_model.output[-2000:]}")
+            served_null = settled(client, env=env, cwd=project)  # nothing changed since: a null answer
+            _check_null(served_null, "through the server")
+            empty = settled([sys.executable, "-m", "SCons", "-C", str(empty_dir), "-Q"], env=env)
             embedder = next((build / "dist" / "llamafile").glob("opencoti-embedder-*.llamafile"))
             direct = settled([sys.executable, "-c", _DIRECT, host, model, work / "direct.llamafile"], env=env)
             (work / "direct.llamafile").unlink(missing_ok=True)
@@ -119,7 +133,8 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
                          "sha256_wall": digest_only.wall,
                          "package_wall": package.wall, "package_rss_kib": package.max_rss_kib,
                          "host_only_wall": host_only.wall, "host_only_rss_kib": host_only.max_rss_kib,
-                         "served_host_only_wall": served.wall,
+                         "served_host_only_wall": served.wall, "served_model_wall": served_model.wall,
+                         "null_wall": null.wall, "served_null_wall": served_null.wall, "empty_wall": empty.wall,
                          "append_wall": direct.wall, "append_rss_kib": direct.max_rss_kib,
                          "verify_wall": verify.wall, "verify_rss_kib": verify.max_rss_kib,
                          "artifact_bytes": embedder.stat().st_size})
@@ -144,9 +159,22 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
         "host_only_floor_ratios": [r["host_only_wall"] / max(r["cp_fsync_wall"], r["sha256_wall"]) for r in rows],
         "host_only_floor_ratio_median": median([r["host_only_wall"] / max(r["cp_fsync_wall"], r["sha256_wall"])
                                                 for r in rows]),
+        "served_model_by_hand_ratios": [r["served_model_wall"] / r["by_hand_wall"] for r in rows],
+        "served_model_by_hand_ratio_median": median([r["served_model_wall"] / r["by_hand_wall"] for r in rows]),
+        "served_host_only_floor_ratio_median": median([r["served_host_only_wall"]
+                                                       / max(r["cp_fsync_wall"], r["sha256_wall"]) for r in rows]),
+        "null_ratios": [r["null_wall"] / r["empty_wall"] for r in rows],
+        "null_ratio_median": median([r["null_wall"] / r["empty_wall"] for r in rows]),
+        "served_null_ratio_median": median([r["served_null_wall"] / r["empty_wall"] for r in rows]),
         "served_host_only_ratios": [r["served_host_only_wall"] / r["cp_fsync_wall"] for r in rows],
         "served_host_only_ratio_median": median([r["served_host_only_wall"] / r["cp_fsync_wall"] for r in rows]),
     }
+
+
+def _check_null(proc, how: str) -> None:
+    """A package run with nothing changed succeeded and packaged nothing."""
+    if proc.returncode != 0 or "PACKAGE" in proc.output:
+        raise RuntimeError(f"the null package run {how} packaged:\n{proc.output[-2000:]}")
 
 
 def make_host(host: Path, serial: int) -> None:

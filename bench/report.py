@@ -297,7 +297,31 @@ def _packaging(results: dict) -> list[str]:
                      "binary-only / (cp + fsync)", "binary-only / max(cp + fsync, sha256)", "binary-only via server",
                      "via server / (cp + fsync)",
                      "package peak RSS",
-                     "zipwriter.append alone", "append peak RSS", "verify", "verify peak RSS"], rows)]
+                     "zipwriter.append alone", "append peak RSS", "verify", "verify peak RSS"], rows),
+            *_packaging_served(results)]
+
+
+def _packaging_served(results: dict) -> list[str]:
+    """The server's rows and the null package runs, for runs that measured them."""
+    rows = []
+    for p in results["packaging"]:
+        m = p["medians"]
+        if "served_model_wall" not in m:
+            continue
+        size = f"{p['size'] / GIB:.1f} GiB" if p["size"] >= GIB // 10 else f"{p['size'] >> 20} MiB"
+        rows.append([size, _s(m["by_hand_wall"]), _s(m["package_wall"]), f"{p['by_hand_ratio_median']:.2f}×",
+                     _s(m["served_model_wall"]), f"{p['served_model_by_hand_ratio_median']:.2f}×",
+                     f"{p['host_only_floor_ratio_median']:.2f}×", _s(m["served_host_only_wall"]),
+                     f"{p['served_host_only_floor_ratio_median']:.2f}×", _s(m["empty_wall"]), _s(m["null_wall"]),
+                     f"{p['null_ratio_median']:.2f}×", _s(m["served_null_wall"]),
+                     f"{p['served_null_ratio_median']:.2f}×"])
+    if not rows:
+        return []
+    return ["", "One-shot and through the build server, in the same runs (ratios are medians of the per-run ratios; "
+            "the floor is max(cp + fsync, sha256 alone)):", "",
+            *_table(["model", "by hand", "changed model", "/ by hand", "changed model via server", "/ by hand",
+                     "binary-only / floor", "binary-only via server", "/ floor", "empty SConstruct",
+                     "null package", "/ empty", "null via server", "/ empty"], rows)]
 
 
 def _shared(shared: dict) -> list[str]:
