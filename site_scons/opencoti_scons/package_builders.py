@@ -2,6 +2,7 @@
 opencoti_build.artifacts.packaging)."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -18,10 +19,6 @@ from opencoti_build.incremental import import_closure
 from opencoti_build.report import summary
 from opencoti_scons.progress import count_as
 
-# the code that decides the artifact's bytes / the manifest's (this file writes the manifest): an edit repackages
-ARTIFACT_CODE = [str(p) for p in import_closure.source_files(packaging.__name__)]
-MANIFEST_CODE = [str(p) for p in import_closure.source_files(manifests.__name__, packaging.__name__)] + [__file__]
-PROVENANCE_CODE = [str(p) for p in import_closure.source_files(provenance.__name__)] + [__file__]
 _UNREAD = "unread: the packager signs it"  # a signature no file has; never left in a node past the decision
 
 
@@ -127,6 +124,7 @@ def _write_provenance(target, source, env):
         provenance.write(artifact, provenance.sbom(manifest, sources), intoto.statement_line(statement, signer))
     except (signing_keys.KeyFileError, provenance.ProvenanceError) as exc:
         raise SCons.Errors.BuildError(node=target[0], errstr=str(exc)) from exc
+    env["FILE_DIGESTS"].save()  # what the reading hashed of the toolchains, kept for the next run
     return 0
 
 
@@ -155,12 +153,27 @@ def _verify_all(artifacts, pubkey: tuple[str, str]):
     return verify_all
 
 
+@functools.lru_cache(maxsize=1)
+def _code(digests: file_digests.Digests) -> tuple[list[str], list[str], list[str]]:
+    """The code that decides the artifact's bytes, the manifest's and the provenance's (this file writes the last
+    two): an edit of any of it redoes them. ``digests`` (the run's) remembers what each source imports; the same
+    for every artifact of a run."""
+    def closure(*modules: str) -> list[str]:
+        return [str(p) for p in import_closure.source_files(*modules, memo=digests)]
+
+    return (closure(packaging.__name__), closure(manifests.__name__, packaging.__name__) + [__file__],
+            closure(provenance.__name__) + [__file__])
+
+
 def LlamafileArtifact(env, package: Package, sources):
     """Build the package's artifact (+ its step's record) from the file nodes ``sources`` and its ArtifactSpec, then
     its manifest from its ManifestSpec, then the SBOM and the provenance Statement from the manifest and its
     Attestation (opencoti_build.artifacts.specs); each spec is a Value node of its step, so a change of one redoes
     only what it goes into."""
     spec = package.artifact
+    digests = env["FILE_DIGESTS"]
+    digests.keep_in(Path(env["BUILD_DIR"], file_digests.RECORD_NAME))
+    artifact_code, manifest_code, provenance_code = _code(digests)
     for node in sources:  # the model and a prebuilt host: sources the packager reads whole and signs
         if not node.has_builder() and node.abspath in (spec.host, spec.model):
             node.attributes.read_by_packager = True
@@ -169,7 +182,7 @@ def LlamafileArtifact(env, package: Package, sources):
         [artifact, package.record_path], list(sources) + [env.Value(spec.to_json())],
         Action(_write_artifact, "PACKAGE $TARGET"),
     )
-    env.Depends(built, ARTIFACT_CODE)
+    env.Depends(built, artifact_code)
     meta_value = env.Value(package.manifest.to_json())
     signing_key = package.attestation.signing_key
     key = [env.File(signing_key)] if signing_key else []  # a new key signs again
@@ -178,12 +191,12 @@ def LlamafileArtifact(env, package: Package, sources):
         [built[1], meta_value, env.Value(package.attestation.to_json())] + key,
         Action(_write_provenance, "PROVENANCE $TARGET"),
     )
-    env.Depends(attested, [built[0]] + MANIFEST_CODE + PROVENANCE_CODE)
+    env.Depends(attested, [built[0]] + manifest_code + provenance_code)
     written = env.Command(
         package.manifest_path, [built[1], meta_value],
         Action(_write_manifest, "MANIFEST $TARGET"),
     )
-    env.Depends(written, [built[0], *attested] + MANIFEST_CODE)  # the manifest, the artifact's claim, comes last
+    env.Depends(written, [built[0], *attested] + manifest_code)  # the manifest, the artifact's claim, comes last
     # a failed or interrupted packaging must leave the previous artifact in place (SCons would
     # otherwise delete targets before building them), and multi-GiB artifacts stay out of CacheDir
     env.Precious(built + written + attested)

@@ -4,7 +4,7 @@
 Every input is either a file node (content-tracked) or part of a Value node, so an artifact is
 rewritten only when something it is made of changes; the manifest has its own Value (git commit,
 patch series, toolchains) and is rewritten alone when only those change. Each also depends on the
-files of the code that writes it (ARTIFACT_CODE, MANIFEST_CODE: opencoti_build.incremental.import_closure).
+files of the code that writes it (opencoti_build.incremental.import_closure).
 
 The model is read once per packaging, by the packager (docs/packaging.md, "Reading the model
 once"): the package environment's decider takes a model whose stamp changed as changed without

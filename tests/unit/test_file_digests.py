@@ -161,3 +161,58 @@ def test_a_save_killed_midway_leaves_nothing_the_next_save_keeps(tmp_path: Path,
     digests.remember(model, os.stat(model), "ab" * 32, crc32=7)
     digests.save()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([record.name, model.name])
+
+
+def _counting_reads(monkeypatch) -> list[str]:
+    """The files Digests hashes from here on (hashlib.file_digest, as it reads them)."""
+    read: list[str] = []
+    real = hashlib.file_digest
+
+    def counted(f, digest):
+        read.append(f.name)
+        return real(f, digest)
+
+    monkeypatch.setattr(file_digests.hashlib, "file_digest", counted)
+    return read
+
+
+def test_a_tree_files_sha256_is_kept_across_runs_when_settled_and_never_given_to_scons(
+        tmp_path: Path, monkeypatch) -> None:
+    """What a package run hashes for the provenance (SCons's files, a toolchain's programs) is hashed once while the
+    file keeps its stat; it is no node signature (a source tree's file may be a node, whose signature is SCons's)."""
+    record = tmp_path / "build" / file_digests.RECORD_NAME
+    record.parent.mkdir()
+    tool = tmp_path / "tool.py"
+    tool.write_bytes(b"print('a tool')\n")
+    os.utime(tool, ns=(10**18, 10**18))  # changed long before it is looked at: settled (ctime is now, though)
+    fresh = tmp_path / "fresh.py"
+    fresh.write_bytes(b"print('just written')\n")  # its timestamp tick is not over: not settled
+    first = file_digests.Digests()
+    first.keep_in(record)
+    monkeypatch.setattr(file_digests.timestamps, "settled", lambda st, looked_at: st.st_ino == tool.stat().st_ino)
+    assert first.sha256(tool) == hashlib.sha256(tool.read_bytes()).hexdigest()
+    assert first.sha256(fresh) == hashlib.sha256(fresh.read_bytes()).hexdigest()
+    assert first.known(tool) is None and first.known(fresh) is None
+    first.save()
+    second = file_digests.Digests()
+    second.keep_in(record)
+    read = _counting_reads(monkeypatch)
+    assert second.sha256(tool) == hashlib.sha256(b"print('a tool')\n").hexdigest() and read == []
+    assert second.sha256(fresh) == hashlib.sha256(fresh.read_bytes()).hexdigest() and read == [str(fresh)]
+    assert second.known(tool) is None
+    tool.write_bytes(b"print('a changed tool')\n")  # another stat identity: hashed again
+    assert second.sha256(tool) == hashlib.sha256(b"print('a changed tool')\n").hexdigest()
+    assert read == [str(fresh), str(tool)]
+
+
+def test_a_sources_imports_are_kept_by_its_sha256(tmp_path: Path) -> None:
+    record = tmp_path / file_digests.RECORD_NAME
+    first = file_digests.Digests()
+    first.keep_in(record)
+    assert first.imported_names("ab" * 32) is None
+    first.remember_imports("ab" * 32, ["opencoti_build.errors"])
+    first.save()
+    second = file_digests.Digests()
+    second.keep_in(record)
+    assert second.imported_names("ab" * 32) == ["opencoti_build.errors"]
+    assert second.imported_names("cd" * 32) is None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from opencoti_build.incremental import import_closure
 
 PACKAGE_DIR = import_closure.PACKAGE_DIR
@@ -45,3 +47,28 @@ def test_an_import_in_any_nested_block_is_found(tmp_path: Path) -> None:
         "match m:\n    case 1:\n        import opencoti_build.l\n"
         "f = lambda: __import__('opencoti_build.not_a_statement')\n")
     assert import_closure.imported_names(source) == {f"opencoti_build.{m}" for m in "abcdefgijkl"}
+
+
+class Memo(dict):
+    """An ImportMemo over a dict (the build's is opencoti_build.cache.file_digests.Digests)."""
+
+    def imported_names(self, source_sha256: str) -> list[str] | None:
+        return self.get(source_sha256)
+
+    def remember_imports(self, source_sha256: str, names: list[str]) -> None:
+        self[source_sha256] = names
+
+
+def test_a_memo_answers_for_the_same_bytes_and_is_not_asked_for_others(tmp_path: Path, monkeypatch) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("from opencoti_build import errors\n")
+    memo = Memo()
+    assert import_closure.imported_names(source, memo) == {"opencoti_build", "opencoti_build.errors"}
+    assert list(memo.values()) == [["opencoti_build", "opencoti_build.errors"]]
+    monkeypatch.setattr(import_closure.ast, "parse", lambda *a: pytest.fail("parsed bytes the memo knows"))
+    memo[next(iter(memo))] = ["opencoti_build.remembered"]  # what the memo says is what counts
+    assert import_closure.imported_names(source, memo) == {"opencoti_build.remembered"}
+    monkeypatch.undo()
+    source.write_text("from opencoti_build import tempfiles\n")  # other bytes: parsed, not the memo's answer
+    assert import_closure.imported_names(source, memo) == {"opencoti_build", "opencoti_build.tempfiles"}
+    assert len(memo) == 2

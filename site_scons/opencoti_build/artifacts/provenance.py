@@ -59,6 +59,7 @@ BUILDER_ID = "https://opencoti.dev/build/scons"
 ROLE = "opencoti:role"
 # left out of a tree's digest: git's own store and Python's bytecode caches, never a source
 NOT_DIGESTED = frozenset((".git", "__pycache__"))
+Hasher = Callable[[Path | str], str]  # a file's SHA-256 (hex): files.sha256, or a build's memo of it
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ LICENSE_TEXTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def source(name: str, version: str, root: Path, exclude: Iterable[Path | str] = ()) -> Source:
+def source(name: str, version: str, root: Path, exclude: Iterable[Path | str] = (), sha256: Hasher = files.sha256
+           ) -> Source:
     """The source tree at ``root``: its commit when it is the root of a git checkout, else the digest of its files
     (:func:`tree_digest`, less ``exclude``: what the build writes there); its LICENSE's SPDX id."""
     commit = None
@@ -102,7 +104,7 @@ def source(name: str, version: str, root: Path, exclude: Iterable[Path | str] = 
     tree = None
     if commit is None:
         try:
-            tree = tree_digest(root, exclude)
+            tree = tree_digest(root, exclude, sha256)
         except OSError as exc:
             raise ProvenanceError(f"cannot digest the files of the {name} tree at {root} for the provenance "
                                   f"Statement: {exc.filename or root}: {exc.strerror or exc}") from None
@@ -142,41 +144,44 @@ def tree_files(root: Path | str, exclude: Iterable[Path | str] = ()) -> dict[str
     return found
 
 
-def tree_digest(root: Path | str, exclude: Iterable[Path | str] = ()) -> str:
-    """The :func:`dir_hash` of the files of the tree at ``root`` (:func:`tree_files`)."""
-    return dir_hash({name: files.sha256(path) for name, path in tree_files(root, exclude).items()})
+def tree_digest(root: Path | str, exclude: Iterable[Path | str] = (), sha256: Hasher = files.sha256) -> str:
+    """The :func:`dir_hash` of the files of the tree at ``root`` (:func:`tree_files`), each hashed by ``sha256``
+    (a build passes its memo of them, opencoti_build.cache.file_digests)."""
+    return dir_hash({name: sha256(path) for name, path in tree_files(root, exclude).items()})
 
 
-def file_resource(path: Path | str, uri: str = "") -> dict[str, Any]:
+def file_resource(path: Path | str, uri: str = "", sha256: Hasher = files.sha256) -> dict[str, Any]:
     """A toolchain as the Statement names it (see :func:`statement`): the SHA-256 of the program at ``path`` (a link
     read through), and ``uri``."""
-    return {"uri": uri, "digest": {"sha256": files.sha256(os.path.realpath(path))}}
+    return {"uri": uri, "digest": {"sha256": sha256(os.path.realpath(path))}}
 
 
-def files_resource(programs: Mapping[str, Path | str], uri: str = "") -> dict[str, Any]:
+def files_resource(programs: Mapping[str, Path | str], uri: str = "", sha256: Hasher = files.sha256
+                   ) -> dict[str, Any]:
     """A toolchain of several programs (name as run -> path): their :func:`dir_hash`, as though they lay in one
     directory by those names, and each one's SHA-256 in the ``files`` annotation."""
-    sums = {name: files.sha256(os.path.realpath(path)) for name, path in programs.items()}
+    sums = {name: sha256(os.path.realpath(path)) for name, path in programs.items()}
     return {"uri": uri, "digest": {DIR_HASH: dir_hash(sums)} if sums else {}, "annotations": {"files": sums}}
 
 
-def python_resource() -> dict[str, Any]:
+def python_resource(sha256: Hasher = files.sha256) -> dict[str, Any]:
     """The Python that runs the build: its executable's bytes, and pkg:generic/python@<version>."""
-    return file_resource(sys.executable, f"pkg:generic/python@{platform.python_version()}")
+    return file_resource(sys.executable, f"pkg:generic/python@{platform.python_version()}", sha256)
 
 
-def scons_resource(version: str, package: Path | str) -> dict[str, Any]:
+def scons_resource(version: str, package: Path | str, sha256: Hasher = files.sha256) -> dict[str, Any]:
     """SCons, whose import package lies at ``package``: the digest of the package's files, and its PyPI purl."""
-    return {"uri": f"pkg:pypi/scons@{version}", "digest": {DIR_HASH: tree_digest(package)}}
+    return {"uri": f"pkg:pypi/scons@{version}", "digest": {DIR_HASH: tree_digest(package, sha256=sha256)}}
 
 
-def cosmocc_resource(toolchain: Toolchain, which: Callable[[str], str | None]) -> dict[str, Any]:
+def cosmocc_resource(toolchain: Toolchain, which: Callable[[str], str | None], sha256: Hasher = files.sha256
+                     ) -> dict[str, Any]:
     """The fat toolchain: the pinned cosmocc by its release (purl) and the sha256 its zip was checked against;
     another (COSMOCC=DIR, the stand-in) by the programs it runs (``which``: a name on the build's PATH -> a path)."""
     version = toolchain.pinned_version
     if version and toolchain.archive_sha256:
         return {"uri": f"pkg:generic/cosmocc@{version}", "digest": {"sha256": toolchain.archive_sha256}}
-    return files_resource(toolchain.drivers(which))
+    return files_resource(toolchain.drivers(which), sha256=sha256)
 
 
 def sbom_path(artifact: Path | str) -> Path:

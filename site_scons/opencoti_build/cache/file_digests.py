@@ -20,6 +20,13 @@ a timestamp tick or more after the file's last change (opencoti_build.incrementa
 write can keep its stat. Git's racily-clean rule: an unsettled record vouches for nothing in a later run; the
 packager hashes the bytes it copies again (a change within that tick is caught there) and :meth:`Digests.known`
 does not give it to SCons; a settled one's digests are not computed again.
+
+Two more facts are kept in that record, read by a package run's SConscripts before the first step: the SHA-256 of
+each file of a tree the provenance Statement digests (SCons's own package, a source tree that is no git checkout,
+the toolchains' programs: :meth:`Digests.sha256`, by stat identity under the same settled rule, and never given to
+SCons, whose nodes some of those files are), and the package modules each source file imports, by that file's
+SHA-256 (:meth:`Digests.imported_names`, for opencoti_build.incremental.import_closure). Without them a package run read
+and hashed SCons's 1,500 files and parsed the packager's 50 modules each time (bench/tuning.md, "Issue 49").
 """
 from __future__ import annotations
 
@@ -27,14 +34,16 @@ import hashlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 from opencoti_build import tempfiles
 from opencoti_build.files import Identity, identity
+from opencoti_build.incremental import timestamps
 
 PREFIX = "sha256:"
 RECORD_NAME = "file-digests.json"
-_FORMAT = 2
+_FORMAT = 3
 
 
 class Digests:
@@ -45,6 +54,10 @@ class Digests:
         self._known: dict[str, tuple[Identity, str, int | None, bool]] = {}
         self._record: Path | None = None
         self._unsettled_earlier: set[str] = set()  # loaded from the record, taken within their file's timestamp tick
+        self._hashed: dict[str, tuple[Identity, str, bool]] = {}  # a tree's files (provenance): never a signature
+        self._imports: dict[str, list[str]] = {}  # a source's SHA-256 -> the package modules it imports
+        self._imports_used: set[str] = set()  # looked up this run: the record keeps these (all, when none were)
+        self._changed = False  # since the record was loaded: save() writes only then
         self._lock = threading.Lock()  # artifact steps run on several workers
 
     def remember(self, path: Path | str, st: os.stat_result, sha256: str, crc32: int | None = None,
@@ -54,6 +67,39 @@ class Digests:
         with self._lock:
             self._known[os.path.abspath(path)] = (identity(st), PREFIX + sha256, crc32, settled)
             self._unsettled_earlier.discard(os.path.abspath(path))
+            self._changed = True
+
+    def sha256(self, path: Path | str) -> str:
+        """The SHA-256 (hex) of the file at ``path`` (a link read through), for a digest of a tree or a program:
+        the one a run recorded for its present stat identity when that was settled, else read and hashed now (and
+        recorded). Never given to SCons as a node's signature (:meth:`known` does not see these)."""
+        path = os.path.abspath(path)
+        looked_at = time.time_ns()
+        found = self._hashed.get(path)
+        if found is not None and found[2] and found[0] == identity(os.stat(path)):
+            return found[1]
+        with open(path, "rb", buffering=0) as f:
+            before = os.fstat(f.fileno())
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+            unchanged = identity(os.fstat(f.fileno())) == identity(before)
+        if unchanged:
+            with self._lock:
+                self._hashed[path] = (identity(before), digest, timestamps.settled(before, looked_at))
+                self._changed = True
+        return digest
+
+    def imported_names(self, source_sha256: str) -> list[str] | None:
+        """The package modules a source whose SHA-256 is ``source_sha256`` imports, as a run recorded them."""
+        with self._lock:
+            self._imports_used.add(source_sha256)
+            return self._imports.get(source_sha256)
+
+    def remember_imports(self, source_sha256: str, names: list[str]) -> None:
+        """Record the package modules a source whose SHA-256 is ``source_sha256`` imports (import_closure)."""
+        with self._lock:
+            self._imports[source_sha256] = names
+            self._imports_used.add(source_sha256)
+            self._changed = True
 
     def entry(self, path: Path | str, st: os.stat_result) -> tuple[str, int, bool] | None:
         """(sha256, crc32, settled) recorded for ``path`` read as an entry, if ``st`` is still the stat it had then."""
@@ -84,11 +130,25 @@ class Digests:
                             self._unsettled_earlier.add(path)
                 except (TypeError, ValueError):
                     continue
+            self._load_facts(data)
+
+    def _load_facts(self, data: dict) -> None:
+        """The tree files' digests and the sources' imports an earlier run kept (see the module docstring)."""
+        for path, value in (data.get("hashed") or {}).items():
+            try:
+                (dev, ino, size, mtime, ctime), sha256 = value
+                self._hashed.setdefault(path, ((int(dev), int(ino), int(size), int(mtime), int(ctime)), str(sha256),
+                                               True))  # only settled ones are kept
+            except (TypeError, ValueError):
+                continue
+        for source, names in (data.get("imports") or {}).items():
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                self._imports.setdefault(source, names)
 
     def save(self) -> None:
         """Write the entries' digests whose files still have the recorded stat to the record (atomically)."""
         with self._lock:
-            if self._record is None:
+            if self._record is None or not self._changed:
                 return
             files = {}
             for path, (ident, signature, crc32, settled) in sorted(self._known.items()):
@@ -98,13 +158,18 @@ class Digests:
                     continue
                 if crc32 is not None and current == ident:
                     files[path] = [list(ident), signature.removeprefix(PREFIX), crc32, settled]
+            hashed = {path: [list(ident), sha256] for path, (ident, sha256, settled) in sorted(self._hashed.items())
+                      if settled and _still(path, ident)}
+            imports = {source: self._imports[source] for source in sorted(self._imports_used or self._imports)}
             staged: Path | None = None
             try:  # a run killed while writing leaves a locked temporary the next save sweeps
                 tempfiles.remove_stale(self._record.parent, self._record.name)
                 fd, staged = tempfiles.create(self._record)
                 with os.fdopen(fd, "w") as out:
-                    out.write(json.dumps({"format": _FORMAT, "files": files}, indent=0) + "\n")
+                    out.write(json.dumps({"format": _FORMAT, "files": files, "hashed": hashed,
+                                          "imports": imports}, indent=0) + "\n")
                 os.replace(staged, self._record)
+                self._changed = False
             except OSError:  # a record not kept costs the next repackage one read of the model, nothing else
                 if staged is not None:
                     staged.unlink(missing_ok=True)
@@ -132,3 +197,11 @@ class Digests:
             if identity(os.fstat(f.fileno())) == identity(before):
                 self.remember(path, before, digest)
         return PREFIX + digest
+
+
+def _still(path: str, ident: Identity) -> bool:
+    """Whether the file at ``path`` still has the stat identity ``ident``."""
+    try:
+        return identity(os.stat(path)) == ident
+    except OSError:
+        return False

@@ -4,13 +4,19 @@ A step whose output bytes are decided by Python code (the artifact and manifest 
 site_tools/llamafile_package.py) depends on the files of that code, so that an edit to any of them redoes
 the step. The list is read from the modules' import statements, lazy imports inside functions included,
 never kept by hand. It errs on the side of more files: a module imported for one name still counts.
+
+Parsing the modules is most of the cost (50 of them for the packager: a tenth of a second), so a run may pass a memo
+of what each source imports by its SHA-256 (:class:`ImportMemo`, the build's is opencoti_build.cache.file_digests):
+a source with the same bytes imports the same names.
 """
 from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 from opencoti_build import project
 
@@ -39,12 +45,34 @@ def _statements(nodes: Iterable[ast.AST]) -> Iterator[ast.stmt]:
             yield from _statements(getattr(node, block, None) or [])
 
 
-@functools.cache
-def imported_names(source: Path) -> frozenset[str]:
+class ImportMemo(Protocol):
+    """What each source imports, by the source's SHA-256 (hex), kept across runs."""
+
+    def imported_names(self, source_sha256: str) -> list[str] | None: ...
+
+    def remember_imports(self, source_sha256: str, names: list[str]) -> None: ...
+
+
+def imported_names(source: Path, memo: ImportMemo | None = None) -> frozenset[str]:
     """Every ``opencoti_build...`` name the module at ``source`` imports, and for ``from X import y`` also ``X.y``
-    (``y`` may be a submodule). Read once per process: a build asks for two closures that share most modules."""
+    (``y`` may be a submodule): from ``memo`` when it knows these bytes, else parsed (and given to it)."""
+    text = source.read_bytes()
+    if memo is None:
+        return _parsed(text, str(source))
+    key = hashlib.sha256(text).hexdigest()
+    known = memo.imported_names(key)
+    if known is None:
+        known = sorted(_parsed(text, str(source)))
+        memo.remember_imports(key, known)
+    return frozenset(known)
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(text: bytes, filename: str) -> frozenset[str]:
+    """:func:`imported_names` of a module's bytes, parsed. Once per process: a build asks for several closures
+    that share most modules."""
     names: set[str] = set()
-    for node in _statements(ast.parse(source.read_text(encoding="utf-8"), str(source)).body):
+    for node in _statements(ast.parse(text, filename).body):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -53,9 +81,9 @@ def imported_names(source: Path) -> frozenset[str]:
     return frozenset(n for n in names if n.split(".")[0] == PACKAGE)
 
 
-def source_files(*modules: str) -> list[Path]:
+def source_files(*modules: str, memo: ImportMemo | None = None) -> list[Path]:
     """The files of ``modules`` and of the package's modules they import, transitively (packages' ``__init__``
-    included: importing a submodule runs them), sorted."""
+    included: importing a submodule runs them), sorted; ``memo``: see the module docstring."""
     found: dict[str, Path] = {}
     pending = list(modules)
     while pending:
@@ -66,6 +94,6 @@ def source_files(*modules: str) -> list[Path]:
         if source is None:
             continue
         found[name] = source
-        pending += imported_names(source)
+        pending += imported_names(source, memo)
         pending += [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]  # its parent packages
     return sorted(set(found.values()))
