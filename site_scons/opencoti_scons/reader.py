@@ -10,7 +10,9 @@ When the next request has the same settings the server hands the reader the clie
 only when it can vouch that a run starting now would read the same graph: it takes the lock again without
 waiting, finds the sconsign and the null build's record as it left them (no other build ran meanwhile), and
 everything its reading used as the null build's recorder saw it (what it read, listed or ran unchanged, what it
-only looked for still there: the check a run's carried-over reading passes). It then forgets what its nodes
+only looked for still there: the check a run's carried-over reading passes; a file the reading took only a fact
+from, a prebuilt HOST's version and entries or a MODEL's GGUF header, may have changed while it gives that fact:
+``Recorder.derive``, so the reader builds a new host binary or model). It then forgets what its nodes
 learned from the disk (stats, listings, scans; SCons's ``--interactive`` clears the same between builds), prints
 what its reading printed, and goes on as the run it is. Anything else, and it tells the server why and exits
 without a byte written: the request runs in a freshly forked child instead.
@@ -102,8 +104,8 @@ class ReadAhead:
         emptied, its descriptors, what the reading printed, its clock; then tell the server how long it took."""
         os.environ.clear()
         os.environ.update(request.env)
-        recorder.retake(set(recorder.first) - recorder.reading, now.now if now is not None else {},
-                        now.unsettled if now is not None else frozenset())
+        recorder.retake(set(recorder.first) - recorder.reading | recorder.rederived,
+                        now.now if now is not None else {}, now.unsettled if now is not None else frozenset())
         engine.forget_file_state(engine.graph_nodes())  # again: computing the signatures may have made nodes
         startup.clean_scratch(build_dir)
         streams.point(dict(enumerate(request.fds)), close=True)
@@ -163,7 +165,8 @@ def _vouch(reading: startup.Reading, recorder: null_build.Recorder, env: dict[st
         raise _Declined(reason)
     now = None
     if reading.carried is not None and reading.record is not None:
-        now = null_build.carry_over(reading.record, recorder.args, recorder.cwd, env, reading.running)
+        now = null_build.carry_over(reading.record, recorder.args, recorder.cwd, env, reading.running,
+                                    recorder.fact_holds)
         if now is None or (reading.carried.implicit_cache and not now.implicit_cache):
             raise _Declined("what the reading took over from the last run changed")
     if any(os.fstat(fd).st_size for fd in (1, 2)):

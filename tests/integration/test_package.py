@@ -185,6 +185,47 @@ def test_a_package_request_with_nothing_changed_is_answered_by_the_server_from_t
         server.stop()
 
 
+def test_a_new_host_binary_or_model_through_the_server_is_built_by_the_reader_as_a_one_shot_run_builds_it(
+        tmp_path: Path, inputs: dict[str, Path]) -> None:
+    """The reading takes only facts from HOST, MODEL and ARGS (the host's version and entries, the GGUF version, the
+    .args): new bytes that give the same facts are built by the reader without reading the SConscripts again; a host
+    that says another version is not (a forked run reads them)."""
+    argv, env = scons_command("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                              f"MODEL={inputs['model']}", f"ARGS={inputs['args']}", build=tmp_path / "b",
+                              home=tmp_path / "home")
+    args = argv[argv.index(str(PROJECT)) + 1:]
+    variables = protocol.configuration(args)
+    started = client(PROJECT, "serve", "--detach", "--idle-timeout", "300", *variables, env=env)
+    assert started.returncode == 0, started.stdout + started.stderr
+    server = Server(PROJECT, variables, env)
+    try:
+        assert client(PROJECT, "build", *args, env=env).returncode == 0
+        changes = [lambda: as_llamafile(PLEDGE, inputs["pledge"], VERSION, options=("-m", "a new build")),
+                   lambda: write_gguf(inputs["model"], values=32)]
+        for n, change in enumerate(changes):
+            server.reader_ready(n)
+            change()
+            built = client(PROJECT, "build", *args, env=env)
+            assert built.returncode == 0, built.stdout + built.stderr
+            assert server.answers()[-1] == request_loop.READ_AHEAD, server.build_lines()[-1]
+            assert "PACKAGE" in built.stdout
+        one_shot = scons("package", f"SRC={MINI_TREE}", "CPU_ONLY=1", f"ARCH={ARCH}", f"HOST={inputs['pledge']}",
+                         f"MODEL={inputs['model']}", f"ARGS={inputs['args']}", build=tmp_path / "one-shot",
+                         home=tmp_path / "home")
+        assert one_shot.returncode == 0
+        assert {p.name: p.read_bytes() for p in dist(tmp_path).iterdir()} == {
+            p.name: p.read_bytes() for p in (tmp_path / "one-shot" / "dist" / "llamafile").iterdir()}
+        assert client(PROJECT, "build", *args, env=env).returncode == 0
+        assert server.answers()[-1] == request_loop.NULL_ANSWER, server.build_lines()[-1]
+        server.reader_ready(len(changes))
+        as_llamafile(PLEDGE, inputs["pledge"], "0.10.4")  # another version: another artifact name, read again
+        assert client(PROJECT, "build", *args, env=env).returncode == 0
+        assert server.answers()[-1] == request_loop.FORKED_RUN
+        assert f"{inputs['pledge']} changed" in server.build_lines()[-1]
+    finally:
+        server.stop()
+
+
 def test_default_args_are_refused_by_a_host_without_the_patch_series(tmp_path: Path, inputs: dict[str, Path]) -> None:
     # upstream llamafile's options, not the two the opencoti series adds
     host = as_llamafile(PLEDGE, tmp_path / "in" / "upstream", VERSION,

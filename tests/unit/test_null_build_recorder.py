@@ -283,6 +283,43 @@ def test_a_reading_read_ahead_is_vouched_for_only_while_what_it_used_holds(tmp_p
     assert rec.reading_changed() == f"{opened} changed"
 
 
+def test_a_file_the_reading_took_a_fact_from_may_change_while_it_gives_that_fact(tmp_path: Path) -> None:
+    """A prebuilt host binary, a model: the SConscripts check them and keep what the check says (a version, a list of
+    names), so new bytes that say the same leave the reading as it was; the build reads the file afresh."""
+    host = write(tmp_path / "host", "llamafile v1 | build 1")
+    rec = recorder(tmp_path)
+    rec.audit("open", (str(host), "rb", 0))
+
+    def version() -> str:
+        text = host.read_text()
+        if not text.startswith("llamafile v"):
+            raise ValueError("not a llamafile")  # what a check raises on a bad input
+        return text.split(" | ")[0]
+
+    rec.derive(host, null_build.Fact(version, version()))
+    null_build.reading_done(rec)
+    write(host, "llamafile v1 | build 2")
+    assert rec.reading_changed() is None and rec.rederived == {str(host)}
+    rec.retake(set(rec.first) - rec.reading | rec.rederived, {})  # what the reader does as it resumes
+    assert rec.first[str(host)] == null_build.signature(str(host), False)
+    for text, said in (("llamafile v2 | build 3", f"{host} changed"), ("garbage", f"{host} changed")):
+        rec.rederived.clear()  # a new check (one per request, in a reader)
+        write(host, text)
+        assert rec.reading_changed() == said
+
+
+def test_a_carried_over_reading_holds_for_a_file_whose_fact_holds(tmp_path: Path) -> None:
+    model = write(tmp_path / "model.gguf", "GGUF v3 | weights 1")
+    rec = recorder(tmp_path)
+    rec.audit("open", (str(model), "rb", 0))
+    record = finish(rec)
+    write(model, "GGUF v3 | weights 2")
+    args = (["-Q"], str(tmp_path), {"PATH": "/bin"}, RUNNING)
+    assert null_build.carry_over(record, *args) is None
+    carry = null_build.carry_over(record, *args, fact_holds=lambda path: path == str(model))
+    assert carry is not None and carry.now[str(model)] == null_build.signature(str(model), False)
+
+
 def test_retaken_paths_count_as_first_seen_now(tmp_path: Path) -> None:
     source = write(tmp_path / "a.c")
     rec = recorder(tmp_path)

@@ -37,7 +37,8 @@ clear), the key beside the record; both are the user's alone (opencoti_build.inc
 What callers use is imported here from the package's modules:
 
 - ``check``: whether a run may take the fast path, and what a run whose reading is the last one's carries over.
-- ``observe``: the recorder of a full run: what it stats, opens, lists, runs and prints while reading.
+- ``observe``: the recorder of a full run: what it stats, opens, lists, runs and prints while reading, and the facts
+  its reading took from a file (``Fact``).
 - ``record``: a path's signature, and the record a run writes and the next one reads.
 - ``replay``: the fast path's output.
 """
@@ -53,7 +54,7 @@ from opencoti_build.incremental.null_build.check import (
     settings_difference,
     why_never_recorded,
 )
-from opencoti_build.incremental.null_build.observe import Recorder, reading_done, start, unrecorded
+from opencoti_build.incremental.null_build.observe import Fact, Recorder, reading_done, start, unrecorded
 from opencoti_build.incremental.null_build.record import (
     FORMAT,
     RECORD_NAME,
@@ -70,4 +71,4 @@ from opencoti_build.incremental.null_build.record import (
 from opencoti_build.incremental.null_build.replay import replay
 
 __all__ = ["RECORD_NAME", "FORMAT", "Signature", "signature", "signed", "environment", "sealed", "Record", "interpreter",
-           "record_file", "key_file", "eligible", "why_never_recorded", "difference", "settings_difference", "paths_difference", "CarryOver", "carry_over", "Memo", "replay", "Recorder", "start", "reading_done", "unrecorded"]
+           "record_file", "key_file", "eligible", "why_never_recorded", "difference", "settings_difference", "paths_difference", "CarryOver", "carry_over", "Memo", "replay", "Fact", "Recorder", "start", "reading_done", "unrecorded"]

@@ -131,11 +131,12 @@ class CarryOver:
 
 
 
-def carry_over(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str],
-               running: str) -> CarryOver | None:
+def carry_over(record: Record, args: Sequence[str], cwd: str, environ: Mapping[str, str], running: str,
+               fact_holds: Callable[[str], bool] = lambda path: False) -> CarryOver | None:
     """What this run may reuse from ``record`` (see CarryOver); None when anything the reading used differs:
     the command line, working directory, environment, Python, SCons, the code, a file the SConscripts
-    opened or ran (or an executable they looked at: a probe's compiler), a directory they listed, or the
+    opened or ran (or an executable they looked at: a probe's compiler; unless ``fact_holds`` of it: the reading
+    took only a fact from it, which the file still gives, Recorder.derive), a directory they listed, or the
     existence of a file they looked for, or a file they read whose stat the record cannot vouch for. Sources and
     headers may have been edited, outputs rebuilt."""
     now_args, now_environ = sealed(record.key, args, environ)
@@ -153,7 +154,7 @@ def carry_over(record: Record, args: Sequence[str], cwd: str, environ: Mapping[s
         if settles_at > looked_at:
             unsettled.add(path)
         if current != sig:
-            if path in record.reading:
+            if path in record.reading and not fact_holds(path):
                 return None
             if path in record.reading_found and _kind(current) != _kind(sig):
                 return None

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -63,6 +63,21 @@ class _Tee:
 
 
 
+@dataclass(frozen=True)
+class Fact:
+    """What a reading took from a file: ``seen``, which ``take()`` computes from the file as it is (raising when it
+    no longer can: the file is then as good as changed)."""
+
+    take: Callable[[], Any]
+    seen: Any
+
+    def holds(self) -> bool:
+        try:
+            return self.take() == self.seen
+        except Exception:  # whatever the reading's check raises on bad input: it would not read the same now
+            return False
+
+
 @dataclass
 class Recorder:
     """Observes a full run (see the module docstring) and writes its record when it ends well."""
@@ -89,6 +104,8 @@ class Recorder:
     build_ended: bool = False  # SCons wrote its sconsign: the build phase ran to its end
     unsettled: set[str] = field(default_factory=set)  # first stat'ed within their timestamp tick
     started_ns: int = 0  # when the run started (its code was imported after): what the code's stat is judged by
+    derived: dict[str, Fact] = field(default_factory=dict)  # files the reading took only a fact from (derive)
+    rederived: set[str] = field(default_factory=set)  # of those, the ones changed since, their facts the same
     _busy: threading.local = field(default_factory=threading.local)
 
     def locate(self, ignored: Iterable[str], outputs: Iterable[str], present: Iterable[str]) -> None:
@@ -199,14 +216,32 @@ class Recorder:
             for path in _git_files(argv, os.fsdecode(cwd) if cwd else os.getcwd()):
                 self.observe(path, used=True)
 
+    def derive(self, path: Any, fact: Fact) -> None:
+        """The reading took only ``fact`` from the file at ``path`` (what its SConscripts checked and kept of a
+        prebuilt host or a model): when that file changes and the fact holds again, the reading is as it was
+        (:meth:`reading_changed`), and a server's reader may build the request (opencoti_scons/reader.py)."""
+        self.derived[os.path.abspath(os.fsdecode(path))] = fact
+
+    def fact_holds(self, path: str) -> bool:
+        """Whether the file at ``path`` (changed since the reading) still gives the fact the reading took from it;
+        noted in :attr:`rederived` when it does."""
+        if path in self.rederived:
+            return True  # asked again in the same check (the reading's, then the carried-over record's)
+        fact = self.derived.get(path)
+        if fact is None or not fact.holds():
+            return False
+        self.rederived.add(path)
+        return True
+
     def reading_changed(self) -> str | None:
         """After :func:`reading_done`: what the reading used that differs now, in words (None: nothing), as
         :func:`~opencoti_build.incremental.null_build.check.carry_over` judges a record's reading: what it read,
-        listed or ran must be as it was, what it only stat'ed must still be there as the same kind of thing."""
+        listed or ran must be as it was (or give the same fact: :meth:`derive`), what it only stat'ed must still be
+        there as the same kind of thing."""
         self._busy.on = True
         try:
             for path in sorted(self.reading):
-                if signature(path, path in self.listed, self.hidden) != self.first[path]:
+                if signature(path, path in self.listed, self.hidden) != self.first[path] and not self.fact_holds(path):
                     return f"{path} changed"
                 if path in self.unsettled and not under(path, self.outputs):  # a build's own: the lock's to guard
                     return f"{path} was stat'ed within its timestamp tick (it may have changed unseen)"
