@@ -69,8 +69,8 @@ def hash_zeros(length: int, *update: Callable[[bytes], object]) -> None:
 
 
 class Crc:
-    """Zip's CRC-32 (zlib's), by Intel's ISA-L (python-isal): carry-less multiplication, about 7 times zlib's speed
-    here (bench/tuning.md, "Issue 49"), so the pass a new model needs for its header costs a fraction of a SHA-256."""
+    """Zip's CRC-32 (zlib's), by Intel's ISA-L (python-isal): carry-less multiplication, about 6 times zlib's speed
+    here (docs/packaging.md), so the pass a new model needs for its header costs a fraction of a SHA-256."""
 
     def __init__(self) -> None:
         self.value = 0
