@@ -12,8 +12,9 @@ writes the bare artifact too; later ones repackage only the embedder, as a chang
 ``opencoti-build verify`` of the embedder; then a new host binary with the model unchanged and ``scons package``
 again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
 the artifact hashed as written); the same through the build server (``serve`` started once for the same
-variables, its C client asking for ``package``: no interpreter start, no imports), then a changed model through
-it; ``scons package`` with nothing changed, one-shot and through the server, against ``scons -Q`` on an empty
+variables, its C client asking for ``package``: no interpreter start, no imports; each request 2 s after the
+command before it, untimed, as a user's pause, in which the server's reader reads ahead), then a changed model
+through it; ``scons package`` with nothing changed, one-shot and through the server, against ``scons -Q`` on an empty
 SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
 taken from. Every multi-GiB file is deleted before returning.
 """
@@ -24,6 +25,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from bench.measure import median, run
@@ -109,16 +111,16 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             null = settled(argv, env=env)  # nothing changed since: the null build's fast path
             _check_null(null, "one-shot")
             make_host(host, runs + i + 1)  # another new binary: through the server
-            served = settled(client, env=env, cwd=project)
+            served = asked(client, env, project)
             if served.returncode != 0 or "PACKAGE" not in served.output:
                 raise RuntimeError(f"the binary-only package through the server did not repackage:\n"
                                    f"{served.output[-2000:]}")
             change_model(model, runs + i)  # a changed model through the server
-            served_model = settled(client, env=env, cwd=project)
+            served_model = asked(client, env, project)
             if served_model.returncode != 0 or "PACKAGE" not in served_model.output:
                 raise RuntimeError(f"the changed model through the server did not repackage:\n"
                                    f"{served_model.output[-2000:]}")
-            served_null = settled(client, env=env, cwd=project)  # nothing changed since: a null answer
+            served_null = asked(client, env, project)  # nothing changed since: a null answer
             _check_null(served_null, "through the server")
             empty = settled([sys.executable, "-m", "SCons", "-C", str(empty_dir), "-Q"], env=env)
             embedder = next((build / "dist" / "llamafile").glob("opencoti-embedder-*.llamafile"))
@@ -183,6 +185,16 @@ def make_host(host: Path, serial: int) -> None:
     strings = b"\0llamafile v0.10.3\0-m\0--strace\0build " + str(serial).encode() + b"\0"
     zipwriter.append(_pledge(), [zipappend.Entry.blob("llamafile-strings", strings)], host)
     os.chmod(host, 0o755)
+
+
+SERVER_PAUSE = 2.0  # untimed, before each request to the server: a user's pause, in which its reader reads ahead
+
+
+def asked(client: list, env: dict, project: Path):
+    """A request through the server's C client, :data:`SERVER_PAUSE` after the last command (the one-shot runs
+    before it rewrote BUILD_DIR's records, so the server's reader reads the graph again meanwhile)."""
+    time.sleep(SERVER_PAUSE)
+    return settled(client, env=env, cwd=project)
 
 
 def settled(argv: list, env: dict | None = None, cwd: Path | None = None):

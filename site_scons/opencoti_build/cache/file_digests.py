@@ -21,12 +21,13 @@ write can keep its stat. Git's racily-clean rule: an unsettled record vouches fo
 packager hashes the bytes it copies again (a change within that tick is caught there) and :meth:`Digests.known`
 does not give it to SCons; a settled one's digests are not computed again.
 
-Two more facts are kept in that record, read by a package run's SConscripts before the first step: the SHA-256 of
-each file of a tree the provenance Statement digests (SCons's own package, a source tree that is no git checkout,
-the toolchains' programs: :meth:`Digests.sha256`, by stat identity under the same settled rule, and never given to
-SCons, whose nodes some of those files are), and the package modules each source file imports, by that file's
-SHA-256 (:meth:`Digests.imported_names`, for opencoti_build.incremental.import_closure). Without them a package run read
-and hashed SCons's 1,500 files and parsed the packager's 50 modules each time (bench/tuning.md, "Issue 49").
+Two more facts are kept beside that record (``BUILD_DIR/file-facts.json``, rewritten only when one changes), read
+by a package run's SConscripts before the first step: the SHA-256 of each file of a tree the provenance Statement
+digests (SCons's own package, a source tree that is no git checkout, the toolchains' programs: :meth:`Digests.sha256`,
+by stat identity under the same settled rule, and never given to SCons, whose nodes some of those files are), and the
+package modules each source file imports, by that file's SHA-256 (:meth:`Digests.imported_names`, for
+opencoti_build.incremental.import_closure). Without them a package run read and hashed SCons's 1,500 files and parsed
+the packager's 50 modules each time (bench/tuning.md, "Issue 49").
 """
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ from opencoti_build.incremental import timestamps
 
 PREFIX = "sha256:"
 RECORD_NAME = "file-digests.json"
-_FORMAT = 3
+FACTS_NAME = "file-facts.json"  # beside it: the provenance's file digests and the sources' imports
+_FORMAT = 2
+_FACTS_FORMAT = 1
 
 
 class Digests:
@@ -57,7 +60,8 @@ class Digests:
         self._hashed: dict[str, tuple[Identity, str, bool]] = {}  # a tree's files (provenance): never a signature
         self._imports: dict[str, list[str]] = {}  # a source's SHA-256 -> the package modules it imports
         self._imports_used: set[str] = set()  # looked up this run: the record keeps these (all, when none were)
-        self._changed = False  # since the record was loaded: save() writes only then
+        self._changed = False  # the entries, since the record was loaded or saved: save() writes only then
+        self._facts_changed = False  # the facts (_hashed, _imports), likewise
         self._lock = threading.Lock()  # artifact steps run on several workers
 
     def remember(self, path: Path | str, st: os.stat_result, sha256: str, crc32: int | None = None,
@@ -85,7 +89,7 @@ class Digests:
         if unchanged:
             with self._lock:
                 self._hashed[path] = (identity(before), digest, timestamps.settled(before, looked_at))
-                self._changed = True
+                self._facts_changed = True
         return digest
 
     def imported_names(self, source_sha256: str) -> list[str] | None:
@@ -99,7 +103,7 @@ class Digests:
         with self._lock:
             self._imports[source_sha256] = names
             self._imports_used.add(source_sha256)
-            self._changed = True
+            self._facts_changed = True
 
     def entry(self, path: Path | str, st: os.stat_result) -> tuple[str, int, bool] | None:
         """(sha256, crc32, settled) recorded for ``path`` read as an entry, if ``st`` is still the stat it had then."""
@@ -109,17 +113,16 @@ class Digests:
         return found[1].removeprefix(PREFIX), found[2], found[3]
 
     def keep_in(self, record: Path) -> None:
-        """Load the entries' digests an earlier run kept in ``record`` (once), and keep this run's there on :meth:`save`."""
+        """Load the entries' digests an earlier run kept in ``record`` (once), and the facts kept beside it
+        (:data:`FACTS_NAME`); keep this run's there on :meth:`save`."""
         with self._lock:
             if self._record is not None:
                 return
             self._record = record
-            try:
-                data = json.loads(record.read_text())
-            except (OSError, ValueError):
-                return  # none yet, or unreadable: every entry is hashed as it is read
-            if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("files"), dict):
-                return
+            self._load_facts(_read_json(record.with_name(FACTS_NAME)))
+            data = _read_json(record)
+            if data.get("format") != _FORMAT or not isinstance(data.get("files"), dict):
+                return  # none yet, unreadable, or of another format: every entry is hashed as it is read
             for path, value in data["files"].items():
                 try:
                     (dev, ino, size, mtime, ctime), sha256, crc32, settled = value
@@ -130,10 +133,11 @@ class Digests:
                             self._unsettled_earlier.add(path)
                 except (TypeError, ValueError):
                     continue
-            self._load_facts(data)
 
     def _load_facts(self, data: dict) -> None:
         """The tree files' digests and the sources' imports an earlier run kept (see the module docstring)."""
+        if data.get("format") != _FACTS_FORMAT:
+            return
         for path, value in (data.get("hashed") or {}).items():
             try:
                 (dev, ino, size, mtime, ctime), sha256 = value
@@ -146,33 +150,26 @@ class Digests:
                 self._imports.setdefault(source, names)
 
     def save(self) -> None:
-        """Write the entries' digests whose files still have the recorded stat to the record (atomically)."""
+        """Write what changed since the records were loaded or last saved (atomically): the entries' digests whose
+        files still have the recorded stat, and the facts (each packaging step saves; the facts, a thousand files'
+        digests, change only when those files do)."""
         with self._lock:
-            if self._record is None or not self._changed:
+            if self._record is None:
                 return
-            files = {}
-            for path, (ident, signature, crc32, settled) in sorted(self._known.items()):
-                try:
-                    current = identity(os.stat(path))
-                except OSError:
-                    continue
-                if crc32 is not None and current == ident:
-                    files[path] = [list(ident), signature.removeprefix(PREFIX), crc32, settled]
-            hashed = {path: [list(ident), sha256] for path, (ident, sha256, settled) in sorted(self._hashed.items())
-                      if settled and _still(path, ident)}
-            imports = {source: self._imports[source] for source in sorted(self._imports_used or self._imports)}
-            staged: Path | None = None
-            try:  # a run killed while writing leaves a locked temporary the next save sweeps
-                tempfiles.remove_stale(self._record.parent, self._record.name)
-                fd, staged = tempfiles.create(self._record)
-                with os.fdopen(fd, "w") as out:
-                    out.write(json.dumps({"format": _FORMAT, "files": files, "hashed": hashed,
-                                          "imports": imports}, indent=0) + "\n")
-                os.replace(staged, self._record)
-                self._changed = False
-            except OSError:  # a record not kept costs the next repackage one read of the model, nothing else
-                if staged is not None:
-                    staged.unlink(missing_ok=True)
+            if self._changed:
+                files = {}
+                for path, (ident, signature, crc32, settled) in sorted(self._known.items()):
+                    if crc32 is not None and _still(path, ident):
+                        files[path] = [list(ident), signature.removeprefix(PREFIX), crc32, settled]
+                if _write_json(self._record, {"format": _FORMAT, "files": files}):
+                    self._changed = False
+            if self._facts_changed:
+                hashed = {path: [list(ident), sha256] for path, (ident, sha256, settled)
+                          in sorted(self._hashed.items()) if settled and _still(path, ident)}
+                imports = {source: self._imports[source] for source in sorted(self._imports_used or self._imports)}
+                if _write_json(self._record.with_name(FACTS_NAME),
+                               {"format": _FACTS_FORMAT, "hashed": hashed, "imports": imports}):
+                    self._facts_changed = False
 
     def known(self, path: Path | str) -> str | None:
         """The remembered signature of ``path``, if it still has the stat it had then and an earlier run's record
@@ -197,6 +194,31 @@ class Digests:
             if identity(os.fstat(f.fileno())) == identity(before):
                 self.remember(path, before, digest)
         return PREFIX + digest
+
+
+def _read_json(path: Path) -> dict:
+    """The JSON object in ``path``; empty when there is none or it cannot be read."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: dict) -> bool:
+    """Replace ``path`` with ``data`` atomically; False when it cannot be written (the next run hashes again)."""
+    staged: Path | None = None
+    try:  # a run killed while writing leaves a locked temporary the next save sweeps
+        tempfiles.remove_stale(path.parent, path.name)
+        fd, staged = tempfiles.create(path)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(data, indent=0) + "\n")
+        os.replace(staged, path)
+        return True
+    except OSError:
+        if staged is not None:
+            staged.unlink(missing_ok=True)
+        return False
 
 
 def _still(path: str, ident: Identity) -> bool:
