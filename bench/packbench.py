@@ -12,11 +12,12 @@ writes the bare artifact too; later ones repackage only the embedder, as a chang
 ``opencoti-build verify`` of the embedder; then a new host binary with the model unchanged and ``scons package``
 again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
 the artifact hashed as written); the same through the build server (``serve`` started once for the same
-variables, its C client asking for ``package``: no interpreter start, no imports; each request 2 s after the
-command before it, untimed, as a user's pause, in which the server's reader reads ahead), then a changed model
-through it; ``scons package`` with nothing changed, one-shot and through the server, against ``scons -Q`` on an empty
-SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is
-taken from. Every multi-GiB file is deleted before returning.
+variables, with outputs of its own, its C client asking for ``package``: no interpreter start, no imports; each
+request 2 s after the command before it, untimed, as a user's pause, in which the server's reader reads ahead),
+then a changed model through it; ``scons package`` with nothing changed, one-shot and through the server, against
+``scons -Q`` on an empty SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child
+Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is taken
+from. Every multi-GiB file is deleted before returning.
 """
 from __future__ import annotations
 
@@ -78,16 +79,22 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
     empty_dir = work / "empty"  # the floor under any SCons run: an empty SConstruct
     empty_dir.mkdir()
     (empty_dir / "SConstruct").touch()
-    variables = ["CPU_ONLY=1", "ARCH=x86_64", "COSMOCC=stand-in", f"HOST={host}", f"MODEL={model}", f"ARGS={args}",
-                 f"BUILD_DIR={build / 'out'}", f"CACHE_DIR={build / 'cache'}", f"DIST_DIR={build / 'dist'}",
-                 f"BACKEND_DIST_DIR={build / 'vd'}", f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}"]
-    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", *variables]
+
+    def variables(outputs: Path) -> list[str]:
+        return ["CPU_ONLY=1", "ARCH=x86_64", "COSMOCC=stand-in", f"HOST={host}", f"MODEL={model}", f"ARGS={args}",
+                f"BUILD_DIR={outputs / 'out'}", f"CACHE_DIR={outputs / 'cache'}", f"DIST_DIR={outputs / 'dist'}",
+                f"BACKEND_DIST_DIR={outputs / 'vd'}", f"SRC={project / 'tests' / 'fixtures' / 'llamafile-mini'}"]
+
+    # one-shot scons and the server each have their outputs of their own (as in part "server"): a one-shot run's
+    # writes would have the server's reader read the graph again while the next one-shot run waits for its lock
+    served_vars = variables(work / "s")
+    argv = [sys.executable, "-m", "SCons", "-C", str(project), "-Q", "package", *variables(build)]
     env = dict(os.environ, PYTHONPATH=str(project / "site_scons"))
-    client = [protocol.server_dir(project, variables) / native_client.NAME, "-Q", "package", *variables]
+    client = [protocol.server_dir(project, served_vars) / native_client.NAME, "-Q", "package", *served_vars]
     rows = []
     try:
         write_model(model, size)
-        subprocess.run([sys.executable, "-m", "opencoti_build", "serve", "--detach", *variables], cwd=project,
+        subprocess.run([sys.executable, "-m", "opencoti_build", "serve", "--detach", *served_vars], cwd=project,
                        env=env, check=True, capture_output=True)
         for i in range(runs):
             copy = settled(["cp", model, work / "copy.gguf"])
@@ -141,7 +148,7 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
                          "verify_wall": verify.wall, "verify_rss_kib": verify.max_rss_kib,
                          "artifact_bytes": embedder.stat().st_size})
     finally:
-        subprocess.run([sys.executable, "-m", "opencoti_build", "stop", *variables], cwd=project, env=env,
+        subprocess.run([sys.executable, "-m", "opencoti_build", "stop", *served_vars], cwd=project, env=env,
                        capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     med = {k: median([r[k] for r in rows]) for k in rows[0]}
@@ -191,8 +198,8 @@ SERVER_PAUSE = 2.0  # untimed, before each request to the server: a user's pause
 
 
 def asked(client: list, env: dict, project: Path):
-    """A request through the server's C client, :data:`SERVER_PAUSE` after the last command (the one-shot runs
-    before it rewrote BUILD_DIR's records, so the server's reader reads the graph again meanwhile)."""
+    """A request through the server's C client, :data:`SERVER_PAUSE` after the last command (after each request
+    the server's reader reads the graph ahead of the next one)."""
     time.sleep(SERVER_PAUSE)
     return settled(client, env=env, cwd=project)
 
