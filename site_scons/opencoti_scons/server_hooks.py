@@ -48,6 +48,9 @@ class SConsHooks:
                         importlib.import_module(module.name)
                     except Exception:  # noqa: BLE001 - a module that cannot be imported here is imported by the run, which reports it
                         pass
+        from opencoti_build.artifacts import provenance
+
+        provenance.import_libraries()  # the SBOM's and the Statement's (0.1 s a package run imported them lazily)
 
     def as_request(self, start: float) -> None:
         engine.restart_clock(start)

@@ -250,8 +250,8 @@ def sbom(manifest: Mapping[str, Any], sources: Sequence[Source]) -> str:
     return text + "\n"
 
 
-def _libraries() -> None:
-    """Import what :func:`sbom` and :func:`statement` use."""
+def import_libraries() -> None:
+    """Import what :func:`sbom` and :func:`statement` use (a build server does it once, before it forks a run)."""
     import cyclonedx.output.json  # noqa: F401
     import in_toto_attestation.v1.statement  # noqa: F401
     from google.protobuf import json_format  # noqa: F401
@@ -291,7 +291,7 @@ def import_beside(work: Callable[[], T]) -> T:
     """Run ``work`` (the artifact step: seconds of copying, in the kernel and in hashlib, which release the GIL)
     while the provenance step's libraries are imported on another thread, so that step does not start by
     importing them. The thread is joined before returning: nothing outlives the step."""
-    importer = threading.Thread(target=_libraries, name="provenance-imports")
+    importer = threading.Thread(target=import_libraries, name="provenance-imports")
     importer.start()
     try:
         return work()
