@@ -11,10 +11,10 @@ model (new content, new stamp) and ``scons package HOST=<pledge> MODEL=… CPU_O
 writes the bare artifact too; later ones repackage only the embedder, as a changed model does), then
 ``opencoti-build verify`` of the embedder; then a new host binary with the model unchanged and ``scons package``
 again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
-the artifact hashed as written); the same through the build server (``serve`` started once for the same
-variables, with outputs of its own, its C client asking for ``package``: no interpreter start, no imports; each
-request 2 s after the command before it, untimed, as a user's pause, in which the server's reader reads ahead),
-then a changed model through it; ``scons package`` with nothing changed, one-shot and through the server, against
+the artifact hashed as written); each change also through the build server, right after the one-shot run
+(``serve`` started once for the same variables, with outputs of its own, its C client asking for ``package``: no
+interpreter start, no imports; each request 2 s after the command before it, untimed, as a user's pause, in which
+the server's reader reads ahead); ``scons package`` with nothing changed, one-shot and through the server, against
 ``scons -Q`` on an empty SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child
 Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is taken
 from. Every multi-GiB file is deleted before returning.
@@ -107,27 +107,22 @@ def bench_size(project: Path, work: Path, size: int, runs: int) -> dict:
             (work / "copy.gguf").unlink()
             # the floor of any packager that records the artifact's SHA-256: one stream over the model's bytes
             digest_only = settled(["openssl", "dgst", "-sha256", model])
+            # each change is built one-shot, then through the server (each has outputs of its own)
             change_model(model, i)
             package = settled(argv, env=env)
-            if package.returncode != 0:
-                raise RuntimeError(f"scons package failed:\n{package.output[-2000:]}")
+            served_model = asked(client, env, project)
+            for how, proc in (("", package), (" through the server", served_model)):
+                if proc.returncode != 0 or "PACKAGE" not in proc.output:
+                    raise RuntimeError(f"the changed model{how} did not repackage:\n{proc.output[-2000:]}")
             make_host(host, i + 1)  # a new binary, the same model
             host_only = settled(argv, env=env)
-            if host_only.returncode != 0 or "PACKAGE" not in host_only.output:
-                raise RuntimeError(f"the binary-only scons package did not repackage:\n{host_only.output[-2000:]}")
+            served = asked(client, env, project)
+            for how, proc in (("", host_only), (" through the server", served)):
+                if proc.returncode != 0 or "PACKAGE" not in proc.output:
+                    raise RuntimeError(f"the binary-only package{how} did not repackage:\n{proc.output[-2000:]}")
             null = settled(argv, env=env)  # nothing changed since: the null build's fast path
             _check_null(null, "one-shot")
-            make_host(host, runs + i + 1)  # another new binary: through the server
-            served = asked(client, env, project)
-            if served.returncode != 0 or "PACKAGE" not in served.output:
-                raise RuntimeError(f"the binary-only package through the server did not repackage:\n"
-                                   f"{served.output[-2000:]}")
-            change_model(model, runs + i)  # a changed model through the server
-            served_model = asked(client, env, project)
-            if served_model.returncode != 0 or "PACKAGE" not in served_model.output:
-                raise RuntimeError(f"the changed model through the server did not repackage:\n"
-                                   f"{served_model.output[-2000:]}")
-            served_null = asked(client, env, project)  # nothing changed since: a null answer
+            served_null = asked(client, env, project)  # a null answer
             _check_null(served_null, "through the server")
             empty = settled([sys.executable, "-m", "SCons", "-C", str(empty_dir), "-Q"], env=env)
             embedder = next((build / "dist" / "llamafile").glob("opencoti-embedder-*.llamafile"))
