@@ -82,11 +82,8 @@ class Digests:
         found = self._hashed.get(path)
         if found is not None and found[2] and found[0] == identity(os.stat(path)):
             return found[1]
-        with open(path, "rb", buffering=0) as f:
-            before = os.fstat(f.fileno())
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-            unchanged = identity(os.fstat(f.fileno())) == identity(before)
-        if unchanged:
+        before, digest = _hashed_whole(path)
+        if before is not None:
             with self._lock:
                 self._hashed[path] = (identity(before), digest, timestamps.settled(before, looked_at))
                 self._facts_changed = True
@@ -188,12 +185,19 @@ class Digests:
         found = self.known(path)
         if found is not None:
             return found
-        with open(path, "rb", buffering=0) as f:
-            before = os.fstat(f.fileno())
-            digest = hashlib.file_digest(f, "sha256").hexdigest()
-            if identity(os.fstat(f.fileno())) == identity(before):
-                self.remember(path, before, digest)
+        before, digest = _hashed_whole(path)
+        if before is not None:
+            self.remember(path, before, digest)
         return PREFIX + digest
+
+
+def _hashed_whole(path: Path | str) -> tuple[os.stat_result | None, str]:
+    """(the stat it had, when nothing changed it while it was read, else None; its SHA-256) of the file at ``path``."""
+    with open(path, "rb", buffering=0) as f:
+        before = os.fstat(f.fileno())
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        unchanged = identity(os.fstat(f.fileno())) == identity(before)
+    return (before if unchanged else None), digest
 
 
 def _read_json(path: Path) -> dict:
