@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from opencoti_build.formats.zipappend import Entry
 
 from packaging_support import FILE_ELF, GGUF_MAGIC, PLEDGE, copy_exe, run, write_gguf
 from samples import EPOCH, appended_entries, assert_aligned
+from scons_runs import PROJECT
 
 
 def test_file_elf_reads_every_appended_entry(tmp_path: Path) -> None:
@@ -175,8 +177,8 @@ def test_an_output_leaves_the_page_cache_once_on_the_disk(tmp_path: Path) -> Non
     assert result.sha256 == first.sha256 == hashlib.sha256(out.read_bytes()).hexdigest()
 
 
-def _holders(st: os.stat_result) -> list[int]:
-    """The processes (this one included) with a descriptor of the file ``st`` describes."""
+def _holders(file: tuple[int, int]) -> list[int]:
+    """The processes (this one included) with a descriptor of ``file`` (its device and inode)."""
     pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -188,44 +190,63 @@ def _holders(st: os.stat_result) -> list[int]:
                 held = os.stat(f"/proc/{pid}/fd/{fd}")
             except OSError:
                 continue
-            if (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino):
+            if (held.st_dev, held.st_ino) == file:
                 pids.append(int(pid))
                 break
     return pids
 
 
-def _replace_output(tmp_path: Path) -> os.stat_result:
-    """Package ``out`` twice; the stat of the output the second run replaced."""
+def _replace_output(tmp_path: Path) -> tuple[int, int]:
+    """Package ``out`` twice; the device and inode of the output the second run replaced."""
     out = tmp_path / "out"
     entries = appended_entries(tmp_path)
     append(PLEDGE, entries, out)
     replaced = os.stat(out)
     append(PLEDGE, entries + [Entry.blob("more", b"x")], out)
     assert "more" in zipfile.ZipFile(out).namelist()
-    return replaced
+    return replaced.st_dev, replaced.st_ino
 
 
-def test_a_big_replaced_output_is_freed_in_a_process_of_its_own(tmp_path: Path, monkeypatch) -> None:
-    """The replaced output's last descriptor goes to a detached process (a session of its own, not a child of this
-    one), which lets go of it once packaging has closed its own: here a ``cat`` that first waits for a file."""
-    tools, release = tmp_path / "tools", tmp_path / "release"
-    tools.mkdir()
-    (tools / "cat").write_text(f'#!/bin/sh\nwhile [ ! -e "{release}" ]; do sleep 0.02; done\nexec {shutil.which("cat")}\n')
-    (tools / "cat").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    monkeypatch.setattr("opencoti_build.bulkcopy.replaced.FREE_APART_MIN", 0)
+# A packaging process: it replaces an output (every output counts as big), prints the replaced one's device and
+# inode, and ends when its stdin does.
+_REPLACE_THEN_WAIT = """
+import os, sys
+from pathlib import Path
+from opencoti_build.bulkcopy import replaced
+from opencoti_build.bulkcopy.zipwriter import append
+from opencoti_build.formats.zipappend import Entry
+from packaging_support import PLEDGE
+replaced.FREE_APART_MIN = 0
+out = Path(sys.argv[1])
+append(PLEDGE, [Entry.blob("first", b"1")], out)
+st = os.stat(out)
+append(PLEDGE, [Entry.blob("second", b"2")], out)
+print(st.st_dev, st.st_ino, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_big_replaced_output_is_freed_by_a_process_of_its_own_once_packaging_has_ended(tmp_path: Path) -> None:
+    """The replaced output's last descriptor goes to a detached process (a session of its own, not a child of the
+    packaging one), which lets go of it only once the packaging process has ended: the run's last steps share the
+    disk with no freeing."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), str(PROJECT / "site_scons")]))
+    packaging = subprocess.Popen([sys.executable, "-c", _REPLACE_THEN_WAIT, tmp_path / "out"], env=env, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        replaced = _replace_output(tmp_path)
-        holders = _holders(replaced)  # the waiting cat (and its sleep, which inherits its descriptors)
-        assert holders and os.getpid() not in holders  # packaging holds none of it any more
+        dev, ino = map(int, packaging.stdout.readline().split())
+        time.sleep(0.3)  # a holder that let go at append's end (as before) has gone by now
+        holders = _holders((dev, ino))
+        assert holders and packaging.pid not in holders  # packaging holds none of it, the holder still does
         for pid in holders:
             with open(f"/proc/{pid}/stat") as f:  # after the command's ")": state, parent
                 parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            assert parent != os.getpid() and os.getsid(pid) != os.getsid(0)  # detached: nothing here waits for it
+            assert parent != packaging.pid and os.getsid(pid) != os.getsid(packaging.pid)  # detached
     finally:
-        release.touch()  # also when an assertion failed: the cat must not wait for ever
+        packaging.stdin.close()  # also when an assertion failed: the packaging process ends
+        assert packaging.wait(timeout=30) == 0
     deadline = time.monotonic() + 10
-    while _holders(replaced):
+    while _holders((dev, ino)):
         assert time.monotonic() < deadline, "the holder did not let go of the replaced output"
         time.sleep(0.02)
 

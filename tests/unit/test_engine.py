@@ -317,7 +317,9 @@ def test_tools_never_import_one_another() -> None:
     assert {tool: found for tool, found in imports.items() if found} == {}
 
 
-PROCESS_STATE = {"site_scons/opencoti_build/incremental/build_lock.py:_held"}  # the locks this process holds
+# what this process holds until it ends: its locks, and the pipes that keep the replaced outputs from being freed
+PROCESS_STATE = {"site_scons/opencoti_build/incremental/build_lock.py:_held",
+                 "site_scons/opencoti_build/bulkcopy/replaced.py:_HELD_UNTIL_EXIT"}
 
 
 def test_no_module_keeps_build_state_in_an_empty_container() -> None:

@@ -121,7 +121,7 @@ class Workers:
         Freeing GiBs is no instant: with the ``discard`` mount option the kernel trims them first (0.4 s for
         3 GiB on the benchmark's disk, waiting on the disk). An open descriptor of the old file keeps its inode alive
         through the rename, so the freeing happens at its close: on the writeback thread, and for a big file in a
-        process of its own (:func:`replaced.close_replaced`)."""
+        process of its own once this one has ended (:func:`replaced.close_replaced`)."""
         try:
             old = os.open(output, os.O_PATH)
         except OSError:  # no output yet (or none we may see): the rename frees nothing
