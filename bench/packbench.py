@@ -13,8 +13,8 @@ writes the bare artifact too; later ones repackage only the embedder, as a chang
 again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, so it is copied and read once,
 the artifact hashed as written); each change also through the build server, right after the one-shot run
 (``serve`` started once for the same variables, with outputs of its own, its C client asking for ``package``: no
-interpreter start, no imports; each request 2 s after the command before it, untimed, as a user's pause, in which
-the server's reader reads ahead); ``scons package`` with nothing changed, one-shot and through the server, against
+interpreter start, no imports; each request 2 s after the command before it and 2 s before the next, untimed, as a
+user's pause, in which the server's reader reads ahead); ``scons package`` with nothing changed, one-shot and through the server, against
 ``scons -Q`` on an empty SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child
 Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is taken
 from. Every multi-GiB file is deleted before returning.
@@ -189,14 +189,18 @@ def make_host(host: Path, serial: int) -> None:
     os.chmod(host, 0o755)
 
 
-SERVER_PAUSE = 2.0  # untimed, before each request to the server: a user's pause, in which its reader reads ahead
+# untimed, before and after each request to the server: a user's pause, in which its reader reads ahead
+SERVER_PAUSE = 2.0
 
 
 def asked(client: list, env: dict, project: Path):
-    """A request through the server's C client, :data:`SERVER_PAUSE` after the last command (after each request
-    the server's reader reads the graph ahead of the next one)."""
+    """A request through the server's C client, :data:`SERVER_PAUSE` after the last command, and the next command
+    as long after it: after each request the server's reader reads the graph ahead of the next one (0.3-0.5 s of
+    a core), which a one-shot command started at once would share the 2 cores with."""
     time.sleep(SERVER_PAUSE)
-    return settled(client, env=env, cwd=project)
+    answer = settled(client, env=env, cwd=project)
+    time.sleep(SERVER_PAUSE)
+    return answer
 
 
 def settled(argv: list, env: dict | None = None, cwd: Path | None = None):
