@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import lief
@@ -13,7 +14,7 @@ import lief
 from opencoti_build.report import summary
 
 from fat_support import compiler_dependencies, recorded_dependencies
-from scons_runs import MINI_TREE, MINI_VERSION, PROJECT, compiled, scons
+from scons_runs import MINI_TREE, MINI_VERSION, PROJECT, compiled, scons, scons_command
 
 BINARY = "out/o/llamafile/llamafile"
 
@@ -263,6 +264,18 @@ def test_help_lists_targets_and_variables_with_defaults(tmp_path: Path) -> None:
     for word in ("compiledb", "package", "backends", "apply", "SRC", "COSMOCC", "CACHE_DIR", "CUDA_ARCHS", "MODEL"):
         assert word in out
     assert "default: .opencoti/cache" in out
+
+
+def test_the_default_environment_probes_for_no_tools(tmp_path: Path) -> None:
+    """SConstruct resolves paths through SCons's default environment (Dir, File, Alias, Value) and creates it with no
+    tools: SCons's default tool list would search PATH for compilers, linkers and archivers in every run."""
+    argv, env = scons_command("-h", build=tmp_path / "b")
+    report = ("import atexit, sys; from SCons.Script import DefaultEnvironment; import SCons.Script.Main; "
+              "atexit.register(lambda: print('default tools:', DefaultEnvironment()['TOOLS'])); "
+              "sys.argv[0] = 'scons'; SCons.Script.Main.main()")
+    proc = subprocess.run([sys.executable, "-c", report, *argv[3:]], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "default tools: []"
 
 
 def test_cosmocc_dir_is_used_when_given_and_checked(tmp_path: Path) -> None:
