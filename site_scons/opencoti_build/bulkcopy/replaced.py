@@ -1,5 +1,5 @@
 """What becomes of the output a new one replaces: its page cache dropped as the copy begins, its blocks freed after
-the rename, by a process of its own once this one has ended when it is big (docs/packaging.md, "Reading the model").
+the rename, a big one's by a process of its own once this one has ended (docs/packaging.md, "Reading the model").
 """
 from __future__ import annotations
 
