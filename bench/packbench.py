@@ -14,8 +14,8 @@ again (the binary-only repackage: the model's CRC-32 and SHA-256 are recorded, s
 the artifact hashed as written); each change also through the build server, right after the one-shot run
 (``serve`` started once for the same variables, with outputs of its own, its C client asking for ``package``: no
 interpreter start, no imports; each request 2 s after the command before it and 2 s before the next, untimed, as a
-user's pause, in which the server's reader reads ahead); ``scons package`` with nothing changed, one-shot and through the server, against
-``scons -Q`` on an empty SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child
+user's pause, in which the server's reader reads ahead); ``scons package`` with nothing changed, one-shot and
+through the server, against ``scons -Q`` on an empty SConstruct (the floor under any SCons run); and ``zipwriter.append`` alone in a child
 Python. Peak RSS is the child's (``wait4`` rusage); the smallest model's is the baseline the RSS growth is taken
 from. Every multi-GiB file is deleted before returning.
 """
